@@ -1,0 +1,38 @@
+// Backend: what the engine needs from a device family (x86 CPU, CUDA GPU). Everything above generate() is
+// backend-neutral: the engine validates, plans through the backend, builds the key, asks the cache.
+#pragma once
+
+#include "core/cache.hpp"
+#include "core/key.hpp"
+#include "core/problem.hpp"
+
+#include <jitmm/jitmm.h>
+
+#include <memory>
+#include <string>
+
+namespace jitmm {
+
+// A decided recipe for one problem: it names itself into the key and can generate its kernel.
+class Plan {
+public:
+    virtual ~Plan() = default;
+    virtual const char* generator() const = 0;   // "x86_f32_avx512"
+    virtual int generator_version() const = 0;   // bumped whenever the generator's output changes
+    virtual std::string describe() const = 0;
+    virtual void append_key(KeyWriter& w) const = 0;
+    virtual KernelPtr generate(const KernelKey& key) const = 0;  // throws jitmm::Error
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual const std::string& device() const = 0;       // "cpu", "cuda:0"
+    // Names everything about the target that changes generated code (ISA tier, cache sizes, arch, ...).
+    virtual const std::string& fingerprint() const = 0;
+    // Throws jitmm::Error(JITMM_STATUS_UNSUPPORTED, ...) for valid problems it has no kernel for.
+    virtual std::unique_ptr<Plan> plan(const Problem& p) const = 0;
+    virtual std::string describe(jitmm_report_format format) const = 0;
+};
+
+}  // namespace jitmm

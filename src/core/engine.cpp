@@ -1,0 +1,112 @@
+#include "core/engine.hpp"
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace jitmm {
+
+namespace {
+
+const char* env(const char* name) { return std::getenv(name); }
+
+int parse_thread_count(const char* text, const char* what) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < 1 || v > 4096)
+        fail(JITMM_STATUS_INVALID_VALUE, std::string(what) + " must be an integer in [1, 4096], got \"" + text + "\"");
+    return static_cast<int>(v);
+}
+
+std::string default_cache_dir() {
+    if (const char* xdg = env("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/jitmm";
+    if (const char* home = env("HOME"); home && *home) return std::string(home) + "/.cache/jitmm";
+    return "";
+}
+
+}  // namespace
+
+EngineOptions resolve_engine_options(const jitmm_engine_config* config) {
+    EngineOptions o;
+    const char* device = config && config->device ? config->device : "cpu";
+    o.device = device;
+    if (o.device == "cpu") {
+        o.cuda_ordinal = -1;
+    } else if (o.device == "cuda") {
+        o.device = "cuda:0";
+        o.cuda_ordinal = 0;
+    } else if (o.device.rfind("cuda:", 0) == 0 && o.device.size() > 5 && o.device.size() < 10 &&
+               o.device.find_first_not_of("0123456789", 5) == std::string::npos) {
+        o.cuda_ordinal = std::atoi(o.device.c_str() + 5);
+    } else {
+        fail(JITMM_STATUS_INVALID_VALUE,
+             "config.device: unknown device \"" + o.device + "\" (expected \"cpu\", \"cuda\" or \"cuda:N\")");
+    }
+
+    if (config && config->cache_dir) o.cache_dir = config->cache_dir;
+    else if (const char* dir = env("JITMM_CACHE_DIR")) o.cache_dir = dir;
+    else o.cache_dir = default_cache_dir();
+
+    if (config && config->max_isa) {
+        if (!hw::isa_from_name(config->max_isa, &o.max_isa))
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("config.max_isa: unknown ISA \"") + config->max_isa +
+                                                 "\" (avx2, avx512, avx512_vnni, avx512_bf16, avx512_fp16, amx)");
+    } else if (const char* cap = env("JITMM_MAX_ISA"); cap && *cap) {
+        if (!hw::isa_from_name(cap, &o.max_isa))
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_MAX_ISA: unknown ISA \"") + cap +
+                                                 "\" (avx2, avx512, avx512_vnni, avx512_bf16, avx512_fp16, amx)");
+    }
+
+    if (config && config->num_threads < 0)
+        fail(JITMM_STATUS_INVALID_VALUE, "config.num_threads must be >= 0 (0 = default), got " +
+                                             std::to_string(config->num_threads));
+    if (config && config->num_threads > 0) o.num_threads = config->num_threads;
+    else if (const char* n = env("JITMM_NUM_THREADS"); n && *n) o.num_threads = parse_thread_count(n, "JITMM_NUM_THREADS");
+    else o.num_threads = std::max(1, hw::cpu_info().physical_cores);
+
+    if (config && config->kernel_cache_capacity < 0)
+        fail(JITMM_STATUS_INVALID_VALUE, "config.kernel_cache_capacity must be >= 0 (0 = default), got " +
+                                             std::to_string(config->kernel_cache_capacity));
+    if (config && config->kernel_cache_capacity > 0) o.kernel_cache_capacity = config->kernel_cache_capacity;
+
+    if (config) {
+        o.parallel_for = config->parallel_for;
+        o.parallel_for_ctx = config->parallel_for_ctx;
+    }
+    return o;
+}
+
+Engine::Engine(const EngineOptions& options, std::unique_ptr<Backend> backend)
+    : options_(options), backend_(std::move(backend)), cache_(options.kernel_cache_capacity) {}
+
+KernelPtr Engine::get_kernel(const Problem& p, bool log_hits) {
+    using Clock = std::chrono::steady_clock;
+    const std::unique_ptr<Plan> plan = backend_->plan(p);
+    KeyWriter w;
+    w.str('D', backend_->fingerprint());
+    w.str('G', plan->generator()).i64('V', plan->generator_version());
+    append_problem(w, p);
+    plan->append_key(w);
+    const KernelKey key = w.finish();
+
+    bool hit = false;
+    const auto started = Clock::now();
+    KernelPtr kernel = cache_.get_or_create(key, [&] { return plan->generate(key); }, &hit);
+    if (verbose_enabled() && (log_hits || !hit)) {
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - started).count();
+        char line[160];
+        std::snprintf(line, sizeof line, "%s key=%s generator=%s %s=%.1fus", hit ? "hit " : "miss",
+                      key.hash.hex().c_str(), plan->generator(), hit ? "lookup" : "jit", us);
+        verbose_log(std::string(line) + " recipe={" + plan->describe() + "} problem={" + describe(p) + "}");
+    }
+    return kernel;
+}
+
+}  // namespace jitmm

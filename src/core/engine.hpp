@@ -1,0 +1,48 @@
+// Engine: one device's backend, its kernel cache and its parallel runner.
+#pragma once
+
+#include "core/backend.hpp"
+#include "core/cache.hpp"
+#include "core/parallel.hpp"
+#include "hw/cpu.hpp"
+
+#include <jitmm/jitmm.h>
+
+#include <memory>
+#include <string>
+
+namespace jitmm {
+
+struct EngineOptions {
+    std::string device = "cpu";   // "cpu" or "cuda:N"
+    int cuda_ordinal = -1;        // N for "cuda:N"
+    std::string cache_dir;        // "" = no disk cache
+    hw::X86Isa max_isa = hw::X86Isa::amx;  // cap (the probe's best tier wins when lower)
+    int num_threads = 1;
+    size_t kernel_cache_capacity = 4096;
+    jitmm_parallel_for_fn parallel_for = nullptr;
+    void* parallel_for_ctx = nullptr;
+};
+
+// Resolves a config (NULL allowed) plus the environment into options; throws jitmm::Error naming the
+// offending field or variable.
+EngineOptions resolve_engine_options(const jitmm_engine_config* config);
+
+class Engine {
+public:
+    Engine(const EngineOptions& options, std::unique_ptr<Backend> backend);
+
+    // Lookup-or-generate. log_hits: also print cache hits under JITMM_VERBOSE (kernel_create does;
+    // jitmm_matmul, called per step, logs only what it generates).
+    KernelPtr get_kernel(const Problem& p, bool log_hits);
+    const Backend& backend() const { return *backend_; }
+    const EngineOptions& options() const { return options_; }
+    const KernelCache& cache() const { return cache_; }
+
+private:
+    EngineOptions options_;
+    std::unique_ptr<Backend> backend_;
+    KernelCache cache_;
+};
+
+}  // namespace jitmm

@@ -1,0 +1,47 @@
+// Kernel: the one interface every backend's compiled matmul implements.
+#pragma once
+
+#include "core/key.hpp"
+
+#include <cstddef>
+#include <string>
+
+namespace jitmm {
+
+struct RunArgs {
+    const void* a = nullptr;
+    const void* b = nullptr;
+    void* c = nullptr;
+    const void* bias = nullptr;
+    void* stream = nullptr;
+    void* workspace = nullptr;
+    size_t workspace_size = 0;
+};
+
+struct KernelMeta {
+    std::string generator;   // "x86_f32_avx512"
+    std::string recipe;      // the plan, human-readable
+    KernelKey key;
+    double jit_time_us = 0;  // generation time when it was made
+    size_t code_size = 0;
+};
+
+class Kernel {
+public:
+    explicit Kernel(KernelMeta meta) : meta_(std::move(meta)) {}
+    virtual ~Kernel() = default;
+    Kernel(const Kernel&) = delete;
+    Kernel& operator=(const Kernel&) = delete;
+
+    // Runs the matmul it was generated for; thread-safe; throws jitmm::Error on failure.
+    virtual void run(const RunArgs& args) const = 0;
+    const KernelMeta& meta() const { return meta_; }
+    // Set once by the generator that made it, before the kernel is shared.
+    void set_generation_stats(double jit_time_us) { meta_.jit_time_us = jit_time_us; }
+    void set_code_size(size_t bytes) { meta_.code_size = bytes; }
+
+private:
+    KernelMeta meta_;
+};
+
+}  // namespace jitmm

@@ -1,0 +1,56 @@
+// KernelKey: canonical bytes naming everything that changes a kernel's binary (problem, target
+// fingerprint, recipe, generator version), and their 128-bit hash. The bytes are kept whole so that a
+// hash collision can never hand out the wrong kernel (caches compare bytes, not just hashes).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace jitmm {
+
+struct Hash128 {
+    uint64_t lo = 0, hi = 0;
+    bool operator==(const Hash128& o) const { return lo == o.lo && hi == o.hi; }
+    std::string hex() const;  // 32 lowercase hex digits, hi then lo
+};
+
+Hash128 hash128(const void* data, size_t size);
+
+struct KernelKey {
+    std::string bytes;
+    Hash128 hash;
+    bool operator==(const KernelKey& o) const { return hash == o.hash && bytes == o.bytes; }
+};
+
+struct KernelKeyHasher {
+    size_t operator()(const KernelKey& k) const { return static_cast<size_t>(k.hash.lo); }
+};
+
+// Appends fixed-width little-endian fields, each preceded by a one-byte tag, so that two different
+// field sequences never produce the same bytes.
+class KeyWriter {
+public:
+    KeyWriter& i64(char tag, int64_t v) { return raw(tag, &v, sizeof v); }
+    KeyWriter& f32(char tag, float v) { return raw(tag, &v, sizeof v); }  // bit pattern: -0.0 != 0.0
+    KeyWriter& str(char tag, const std::string& s) {
+        i64(tag, static_cast<int64_t>(s.size()));
+        bytes_.append(s);
+        return *this;
+    }
+    KernelKey finish() const { return KernelKey{bytes_, hash128(bytes_.data(), bytes_.size())}; }
+
+private:
+    KeyWriter& raw(char tag, const void* p, size_t n) {
+        bytes_.push_back(tag);
+        bytes_.append(static_cast<const char*>(p), n);
+        return *this;
+    }
+    std::string bytes_;
+};
+
+struct Problem;
+// The problem's part of a key: every field of Problem, in a fixed order.
+void append_problem(KeyWriter& w, const Problem& p);
+
+}  // namespace jitmm

@@ -1,0 +1,98 @@
+#include "core/parallel.hpp"
+
+// Tasks must not throw: kernels report errors before they fan out.
+
+#include <memory>
+
+namespace jitmm {
+
+ThreadPool::ThreadPool(int num_threads) {
+    for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        stopping_ = true;
+    }
+    wake_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::drain(const TaskFn& fn, int64_t n) {
+    for (int64_t i = next_task_.fetch_add(1); i < n; i = next_task_.fetch_add(1)) {
+        fn(i);
+        tasks_done_.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
+void ThreadPool::worker_loop() {
+    uint64_t seen = 0;
+    for (;;) {
+        const TaskFn* job;
+        int64_t n;
+        {
+            std::unique_lock<std::mutex> lock(state_mutex_);
+            wake_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+            if (stopping_) return;
+            seen = generation_;
+            job = job_;
+            n = job_size_;
+            if (job == nullptr) continue;  // woke after that job had already completed
+            ++workers_active_;
+        }
+        drain(*job, n);
+        {
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            --workers_active_;
+        }
+        done_cv_.notify_all();
+    }
+}
+
+void ThreadPool::parallel_for(int64_t n, const TaskFn& fn) {
+    if (n <= 0) return;
+    std::unique_lock<std::mutex> job_lock(job_mutex_, std::try_to_lock);
+    if (workers_.empty() || n == 1 || !job_lock.owns_lock()) {
+        for (int64_t i = 0; i < n; ++i) fn(i);
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        job_ = &fn;
+        job_size_ = n;
+        next_task_.store(0);
+        tasks_done_.store(0);
+        ++generation_;
+    }
+    wake_cv_.notify_all();
+    drain(fn, n);
+    // Wait until every task finished and no worker still holds a reference to fn.
+    std::unique_lock<std::mutex> lock(state_mutex_);
+    done_cv_.wait(lock, [&] { return tasks_done_.load() == n && workers_active_ == 0; });
+    job_ = nullptr;
+}
+
+ParallelRunner::ParallelRunner(int num_threads, jitmm_parallel_for_fn external, void* external_ctx)
+    : num_threads_(num_threads < 1 ? 1 : num_threads), external_(external), external_ctx_(external_ctx) {
+    if (!external_ && num_threads_ > 1) pool_ = std::make_unique<ThreadPool>(num_threads_);
+}
+
+namespace {
+void call_task(void* ctx, int64_t i) { (*static_cast<const TaskFn*>(ctx))(i); }
+}  // namespace
+
+void ParallelRunner::parallel_for(int64_t n, const TaskFn& fn) const {
+    if (n <= 0) return;
+    if (n == 1) {
+        fn(0);
+    } else if (external_) {
+        external_(external_ctx_, n, &call_task, const_cast<TaskFn*>(&fn));
+    } else if (pool_) {
+        pool_->parallel_for(n, fn);
+    } else {
+        for (int64_t i = 0; i < n; ++i) fn(i);
+    }
+}
+
+}  // namespace jitmm

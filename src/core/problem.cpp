@@ -1,0 +1,35 @@
+#include "core/problem.hpp"
+
+#include "core/dtype.hpp"
+
+#include <cstdio>
+
+namespace jitmm {
+
+const char* activation_name(Activation a) {
+    switch (a) {
+        case Activation::none: return "none";
+        case Activation::relu: return "relu";
+        case Activation::gelu_tanh: return "gelu_tanh";
+        case Activation::gelu_erf: return "gelu_erf";
+        case Activation::silu: return "silu";
+    }
+    return "?";
+}
+
+std::string describe(const Problem& p) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%lldx%lldx%lld batch=%lld %s*%s->%s %c%c lda=%lld ldb=%lld ldc=%lld alpha=%g beta=%g bias=%s "
+                  "act=%s",
+                  static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k),
+                  static_cast<long long>(p.batch), dtype_name_or_null(p.a_type), dtype_name_or_null(p.b_type),
+                  dtype_name_or_null(p.c_type), p.trans_a ? 't' : 'n', p.trans_b ? 't' : 'n',
+                  static_cast<long long>(p.lda), static_cast<long long>(p.ldb), static_cast<long long>(p.ldc),
+                  double(p.alpha), double(p.beta),
+                  p.bias == BiasKind::none ? "none" : p.bias == BiasKind::per_column ? "column" : "row",
+                  activation_name(p.activation));
+    return buf;
+}
+
+}  // namespace jitmm

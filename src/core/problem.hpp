@@ -1,0 +1,37 @@
+// Problem: the validated, canonical C++ form of a jitmm_matmul_desc. Everything below src/api works on
+// this value, never on the C struct: leading dimensions are resolved, the epilogue split into its parts.
+#pragma once
+
+#include <jitmm/jitmm.h>
+
+#include <cstdint>
+#include <string>
+
+namespace jitmm {
+
+enum class Activation : int32_t { none = 0, relu, gelu_tanh, gelu_erf, silu };
+enum class BiasKind : int32_t { none = 0, per_column, per_row };
+
+struct Problem {
+    int64_t m = 0, n = 0, k = 0, batch = 1;
+    bool trans_a = false, trans_b = false;
+    int64_t lda = 0, ldb = 0, ldc = 0;                  // elements, never 0 here
+    int64_t stride_a = 0, stride_b = 0, stride_c = 0;   // elements; only meaningful when batch > 1
+    jitmm_dtype a_type = JITMM_DTYPE_F32, b_type = JITMM_DTYPE_F32, c_type = JITMM_DTYPE_F32;
+    jitmm_dtype bias_type = JITMM_DTYPE_F32;            // meaningful only when bias != none
+    float alpha = 1.0f, beta = 0.0f;
+    BiasKind bias = BiasKind::none;
+    Activation activation = Activation::none;
+
+    int64_t a_rows() const { return trans_a ? k : m; }   // as stored
+    int64_t a_cols() const { return trans_a ? m : k; }
+    int64_t b_rows() const { return trans_b ? n : k; }
+    int64_t b_cols() const { return trans_b ? k : n; }
+    double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+};
+
+const char* activation_name(Activation a);
+// "64x64x64 f32*f32->f32 nn lda=64 ... bias_relu": for logs and error messages.
+std::string describe(const Problem& p);
+
+}  // namespace jitmm

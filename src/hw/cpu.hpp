@@ -1,0 +1,55 @@
+// The CPU probe: what this x86 chip can run, read once per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace jitmm::hw {
+
+// x86 code tiers, ordered: each tier implies the ones before it.
+enum class X86Isa : int {
+    none = 0,     // no tier jitmm generates code for (pre-AVX2 or non-x86)
+    avx2 = 1,     // AVX2 + FMA3
+    avx512 = 2,   // AVX-512 F/BW/VL/DQ with OS-enabled zmm/opmask state
+    avx512_vnni = 3,
+    avx512_bf16 = 4,
+    avx512_fp16 = 5,
+    amx = 6,      // AMX-TILE/BF16/INT8, a usable palette, and the OS permission granted
+};
+
+const char* isa_name(X86Isa isa);
+// Parses "avx2", "avx512", ..., "amx" (also "none"); false on unknown names.
+bool isa_from_name(const std::string& name, X86Isa* isa);
+
+struct CpuInfo {
+    std::string vendor;          // "Intel", "AMD", ... (cpuinfo)
+    std::string uarch;           // cpuinfo's microarchitecture name: a hint only ("unknown" under many VMs)
+    std::string brand;           // CPUID brand string
+    int family = 0, model = 0, stepping = 0;  // CPUID leaf 1, display values (the uarch when cpuinfo says unknown)
+    uint64_t xcr0 = 0;           // the OS-enabled state components (XGETBV 0); 0 without OSXSAVE
+    // ISA bits as CPUID reports them AND the OS has enabled (XCR0) where state is involved.
+    bool sse41 = false, avx = false, avx2 = false, fma = false, f16c = false;
+    bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+    bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false, avx_vnni = false;
+    bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+    bool amx_permitted = false;  // arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) succeeded
+    bool amx_palette_ok = false; // CPUID leaf 0x1D describes palette 1 with 8 tiles of 16 rows x 64 bytes
+    std::string amx_note;        // why AMX is unusable, when it is advertised but refused
+    X86Isa best_isa = X86Isa::none;  // the highest tier whose every requirement above holds
+    // Per-core data caches and the shared last level, in bytes (0 if unknown; callers use defaults).
+    int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
+    int physical_cores = 1, logical_cores = 1;
+};
+
+// Probed on first use (thread-safe), never fails: unknown parts read as absent/0.
+const CpuInfo& cpu_info();
+
+// Text and JSON renderings for jitmm-info and jitmm_probe_report.
+std::string cpu_report_text(const CpuInfo& info);
+std::string cpu_report_json(const CpuInfo& info);
+
+// A JSON string literal of s, quotes included, with ", \ and control characters escaped (shared by the
+// hand-written hw reports).
+std::string json_string(const std::string& s);
+
+}  // namespace jitmm::hw

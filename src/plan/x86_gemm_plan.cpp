@@ -1,0 +1,118 @@
+#include "plan/x86_gemm_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace jitmm::plan {
+
+namespace {
+
+struct TileShape {
+    int mr, nv;
+};
+
+// Candidate register tiles (rows x vectors). Each leaves the B vectors, a broadcast register and
+// kEpilogueTemps scratch registers free (plus the column mask register on AVX2).
+constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {2, 8}, {1, 8}, {12, 2}};
+constexpr TileShape kAvx2Tiles[] = {{6, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Estimated cycles of the tile grid: per tile and k step, the larger of the FMA issue (2 per cycle), the
+// loads (2 per cycle) and the FMA latency chain (4 cycles per step when few accumulators are live).
+double tile_cost(const Problem& p, TileShape t, int vlen) {
+    const double tiles = double(ceil_div(p.m, t.mr)) * double(ceil_div(p.n, int64_t(t.nv) * vlen));
+    const double fma = t.mr * t.nv / 2.0, loads = (t.mr + t.nv) / 2.0;
+    return tiles * std::max({fma, loads, 4.0});
+}
+
+TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row) {
+    const int vlen = avx512 ? 16 : 8;
+    TileShape best{0, 0};
+    double best_cost = 0;
+    auto consider = [&](TileShape t) {
+        // Rows of A are addressed by 32-bit displacements: a huge lda limits the rows per tile.
+        if (int64_t(t.mr) * lda_bytes_per_row >= (int64_t(1) << 31)) return;
+        const double c = tile_cost(p, t, vlen);
+        if (best.mr == 0 || c < best_cost * 0.999 ||
+            (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv)) {
+            best = t;
+            best_cost = c;
+        }
+    };
+    if (avx512) for (auto t : kAvx512Tiles) consider(t);
+    else for (auto t : kAvx2Tiles) consider(t);
+    if (best.mr == 0) best = TileShape{1, avx512 ? 8 : 4};  // one row per tile always fits
+    return best;
+}
+
+}  // namespace
+
+X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
+    X86GemmPlan plan;
+    const bool avx512 = isa >= hw::X86Isa::avx512;
+    auto& L = plan.layout;
+    L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
+    const TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4);
+    L.mr = tile.mr;
+    L.nv = tile.nv;
+    L.trans_a = p.trans_a;
+    L.lda = p.lda;
+    L.ldc = p.ldc;
+    L.alpha = p.alpha;
+    L.beta = p.beta;
+    L.bias = p.bias;
+    L.activation = p.activation;
+    L.k_unroll = 4;
+    const int64_t nr = plan.nr();
+
+    // Cache blocking from the probed sizes (defaults when the probe could not tell). The B micro-panel
+    // (kc x nr) is reused across every row tile, so it should stay in L1; the A block (mc x kc) and the
+    // packed B block (kc x nc) share L2.
+    const int64_t l1 = cpu.l1d_bytes > 0 ? cpu.l1d_bytes : 32 * 1024;
+    const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
+    int64_t kc = std::clamp<int64_t>(l1 * 6 / 10 / (nr * 4), 64, 512) / 16 * 16;
+    const int64_t k_blocks = ceil_div(p.k, kc);
+    plan.kc = round_up(ceil_div(p.k, k_blocks), L.k_unroll);
+    plan.mc = std::max<int64_t>(L.mr, (l2 / 2) / (plan.kc * 4) / L.mr * L.mr);
+    plan.nc = std::max<int64_t>(nr, (l2 / 4) / (plan.kc * 4) / nr * nr);
+
+    // Pack B when the kernel cannot read it as rows (transposed) or when enough row tiles reuse each panel
+    // to pay for the copy.
+    const int64_t m_tiles = ceil_div(p.m, L.mr);
+    plan.pack_b = p.trans_b || m_tiles > 4;
+    L.b_packed = plan.pack_b;
+    L.ldb = plan.pack_b ? nr : p.ldb;
+    if (!plan.pack_b && int64_t(L.k_unroll) * p.ldb * 4 >= (int64_t(1) << 31)) L.k_unroll = 1;
+
+    // Threads: no more than the work feeds (about 2 MFLOP per thread), tile-aligned chunks, batches first.
+    const double flops = p.flops();
+    int threads = std::max(1, num_threads);
+    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, flops / 2.0e6)));
+    plan.threads = threads;
+    const int64_t n_tiles = ceil_div(p.n, nr);
+    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    plan.n_chunks = static_cast<int>(std::min(n_tiles, per_batch));
+    plan.m_chunks = static_cast<int>(std::min(m_tiles, ceil_div(per_batch, plan.n_chunks)));
+    return plan;
+}
+
+std::string X86GemmPlan::describe() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s threads=%d split=%dx%d",
+                  hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
+                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB", threads,
+                  m_chunks, n_chunks);
+    return buf;
+}
+
+void X86GemmPlan::append_key(KeyWriter& w) const {
+    w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('v', layout.nv);
+    w.i64('u', layout.k_unroll).i64('p', pack_b ? 1 : 0).i64('L', layout.ldb);
+    w.i64('K', kc).i64('M', mc).i64('N', nc);
+    w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
+}
+
+}  // namespace jitmm::plan

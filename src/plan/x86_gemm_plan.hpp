@@ -1,0 +1,30 @@
+// The x86 GEMM planner: from a Problem and the probed CPU, the tile shape, the cache blocking (derived from
+// the probed L1/L2 sizes) and the thread partition. Everything here goes into the kernel key.
+#pragma once
+
+#include "core/key.hpp"
+#include "core/problem.hpp"
+#include "hw/cpu.hpp"
+#include "x86/gemm_f32_generator.hpp"
+
+#include <string>
+
+namespace jitmm::plan {
+
+struct X86GemmPlan {
+    x86::GemmF32Layout layout;  // what the microkernels bake in
+    int64_t kc = 0;             // K block (the last block may be shorter)
+    int64_t mc = 0, nc = 0;     // M and N blocks: multiples of mr and nr
+    bool pack_b = false;        // B copied into zero-padded [kc][nr] panels
+    int threads = 1;            // threads the run fans out to
+    int m_chunks = 1, n_chunks = 1;  // each batch's C split into m_chunks x n_chunks tile-aligned parts
+
+    int nr() const { return layout.nv * x86::vector_length(layout.isa); }
+    std::string describe() const;
+    void append_key(KeyWriter& w) const;
+};
+
+// isa: the tier the kernel is generated for (avx2 or avx512; higher tiers map to avx512 for f32).
+X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
+
+}  // namespace jitmm::plan

@@ -1,0 +1,235 @@
+#include "x86/gemm_f32_generator.hpp"
+
+#include "core/error.hpp"
+#include "x86/vector_math.hpp"
+
+#include <xbyak/xbyak.h>
+
+#include <algorithm>
+#include <string>
+
+namespace jitmm::x86 {
+
+namespace {
+
+using Xbyak::Xmm;
+using Xbyak::Reg64;
+
+// Register plan (System V): rdi = A, rsi = B, rdx = C, rcx = bias; r8 = K-loop counter; r9 = A's per-k
+// step when it is not an immediate; r10 = B's per-k step when it is not an immediate; r11 = C row cursor.
+class GemmF32Emitter : public Xbyak::CodeGenerator {
+public:
+    GemmF32Emitter(const GemmF32Layout& layout, uint8_t* buffer, size_t capacity)
+        : Xbyak::CodeGenerator(capacity, buffer),
+          L_(layout),
+          avx512_(layout.isa >= hw::X86Isa::avx512),
+          vlen_(vector_length(layout.isa)),
+          pool_(*this),
+          math_(*this, pool_, avx512_) {}
+
+    size_t emit_variant(const UkernelVariant& v) {
+        align(16);
+        const size_t entry = getSize();
+        begin_variant(v);
+        zero_accumulators();
+        k_loop(v.k_len);
+        epilogue(v);
+        vzeroupper();
+        ret();
+        return entry;
+    }
+
+    void finish() { pool_.emit(); }
+
+private:
+    // ---- register allocation for one variant --------------------------------------------------------
+    void begin_variant(const UkernelVariant& v) {
+        rows_ = v.rows;
+        cols_ = v.cols;
+        nvec_ = (v.cols + vlen_ - 1) / vlen_;
+        tail_ = v.cols % vlen_;
+        // Accumulators first, then the B vectors, then the broadcast register; AVX2 keeps its column mask
+        // in the last register.
+        b_base_ = rows_ * nvec_;
+        bcast_ = b_base_ + nvec_;
+        mask_reg_ = vector_register_count(L_.isa) - 1;
+        if (tail_ != 0) set_tail_mask();
+    }
+    Xmm vreg(int i) const { return avx512_ ? Xmm(Xbyak::Operand::ZMM, i) : Xmm(Xbyak::Operand::YMM, i); }
+    Xmm acc(int i, int j) const { return vreg(i * nvec_ + j); }
+    Xmm bvec(int j) const { return vreg(b_base_ + j); }
+    Xmm bcast() const { return vreg(bcast_); }
+    // Scratch for the epilogue: the registers after the accumulators (the planner leaves at least
+    // kEpilogueTemps of them free of the AVX2 mask register).
+    Xmm temp(int t) const { return vreg(b_base_ + t); }
+    bool is_tail_vector(int j) const { return tail_ != 0 && j == nvec_ - 1; }
+
+    void set_tail_mask() {
+        if (avx512_) {
+            mov(eax, (1u << tail_) - 1);
+            kmovw(k1, eax);
+        } else {
+            // Lanes [0, tail) all-ones: a sliding window over a -1...-1, 0...0 table.
+            vmovups(vreg(mask_reg_), ptr[rip + mask_table_ + (8 - tail_) * 4]);
+            need_mask_table_ = true;
+        }
+    }
+
+    // ---- loads and stores honouring the column tail ---------------------------------------------------
+    void load_vector(const Xmm& dst, const Xbyak::Address& src, bool tail) {
+        if (!tail) {
+            vmovups(dst, src);
+        } else if (avx512_) {
+            vmovups(dst | k1 | T_z, src);
+        } else {
+            vmaskmovps(dst, vreg(mask_reg_), src);
+        }
+    }
+    void store_vector(const Xbyak::Address& dst, const Xmm& src, bool tail) {
+        if (!tail) {
+            vmovups(dst, src);
+        } else if (avx512_) {
+            vmovups(dst | k1, src);
+        } else {
+            vmaskmovps(dst, vreg(mask_reg_), src);
+        }
+    }
+
+    void zero_accumulators() {
+        for (int i = 0; i < rows_; ++i)
+            for (int j = 0; j < nvec_; ++j) vxorps(acc(i, j), acc(i, j), acc(i, j));
+    }
+
+    // ---- main loop: broadcast A[i][k], FMA against the row B[k][0..cols) --------------------------------
+    int64_t a_row_bytes() const { return L_.trans_a ? 4 : L_.lda * 4; }  // between rows i of op(A)
+    int64_t a_k_bytes() const { return L_.trans_a ? L_.lda * 4 : 4; }    // between steps k
+    int64_t b_k_bytes() const { return L_.ldb * 4; }
+
+    void k_step(int u) {
+        for (int j = 0; j < nvec_; ++j) {
+            const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
+            // A packed panel is zero padded to full width: only direct B reads need the mask.
+            load_vector(bvec(j), src, is_tail_vector(j) && !L_.b_packed);
+        }
+        for (int i = 0; i < rows_; ++i) {
+            const int64_t a_off = u * a_k_bytes() + i * a_row_bytes();
+            vbroadcastss(bcast(), ptr[rdi + a_off]);
+            for (int j = 0; j < nvec_; ++j) vfmadd231ps(acc(i, j), bvec(j), bcast());
+        }
+    }
+
+    void advance(const Reg64& cursor, const Reg64& step_reg, int64_t bytes) {
+        if (bytes == 0) return;
+        if (bytes >= INT32_MIN && bytes <= INT32_MAX) {
+            add(cursor, static_cast<uint32_t>(bytes));
+        } else {
+            mov(step_reg, bytes);
+            add(cursor, step_reg);
+        }
+    }
+
+    void k_loop(int64_t k_len) {
+        // Within one unrolled iteration the k offsets are displacements; they must fit in 32 bits.
+        int unroll = std::max(1, L_.k_unroll);
+        while (unroll > 1 && (int64_t(unroll) * std::max(a_k_bytes(), b_k_bytes()) >= (int64_t(1) << 31))) --unroll;
+        const int64_t iterations = k_len / unroll;
+        const int64_t remainder = k_len % unroll;
+        if (iterations > 0) {
+            Xbyak::Label loop;
+            mov(r8, iterations);
+            L(loop);
+            for (int u = 0; u < unroll; ++u) k_step(u);
+            advance(rdi, r9, unroll * a_k_bytes());
+            advance(rsi, r10, unroll * b_k_bytes());
+            dec(r8);
+            jnz(loop, T_NEAR);
+        }
+        for (int u = 0; u < remainder; ++u) k_step(u);
+    }
+
+    // ---- epilogue: alpha, beta*C or +C, bias, activation, one store per vector -------------------------
+    void epilogue(const UkernelVariant& v) {
+        const bool read_c = !v.first || L_.beta != 0.0f;
+        const float c_scale = v.first ? L_.beta : 1.0f;
+        const bool add_bias = v.last && L_.bias != BiasKind::none;
+        const Activation act = v.last ? L_.activation : Activation::none;
+        const Xmm t0 = temp(0), t1 = temp(1), t2 = temp(2);
+
+        mov(r11, rdx);
+        for (int i = 0; i < rows_; ++i) {
+            for (int j = 0; j < nvec_; ++j) {
+                const Xmm a = acc(i, j);
+                const bool tail = is_tail_vector(j);
+                const auto c_addr = ptr[r11 + j * vlen_ * 4];
+                if (L_.alpha != 1.0f) vmulps(a, a, pool_(L_.alpha));
+                if (read_c) {
+                    load_vector(t0, c_addr, tail);
+                    if (c_scale == 1.0f) vaddps(a, a, t0);
+                    else vfmadd231ps(a, t0, pool_(c_scale));
+                }
+                if (add_bias) {
+                    if (L_.bias == BiasKind::per_row) vbroadcastss(t0, ptr[rcx + i * 4]);
+                    else load_vector(t0, ptr[rcx + j * vlen_ * 4], tail);
+                    vaddps(a, a, t0);
+                }
+                math_.apply(act, a, t0, t1, t2);
+                store_vector(c_addr, a, tail);
+            }
+            if (i + 1 < rows_) advance(r11, r10, L_.ldc * 4);
+        }
+    }
+
+public:
+    bool need_mask_table_ = false;
+    Xbyak::Label mask_table_;
+
+    void emit_mask_table() {
+        if (!need_mask_table_) return;
+        align(32);
+        L(mask_table_);
+        for (int i = 0; i < 8; ++i) dd(0xffffffffu);
+        for (int i = 0; i < 8; ++i) dd(0);
+    }
+
+private:
+    const GemmF32Layout L_;
+    const bool avx512_;
+    const int vlen_;
+    ConstantPool pool_;
+    VectorMath math_;
+    int rows_ = 0, cols_ = 0, nvec_ = 0, tail_ = 0;
+    int b_base_ = 0, bcast_ = 0, mask_reg_ = 0;
+};
+
+}  // namespace
+
+GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants) {
+    const int vlen = vector_length(layout.isa);
+    const int nr = layout.nv * vlen;
+    // A generous bound on the code size: the unrolled K body and the epilogue of every variant.
+    size_t capacity = 8192;
+    const int64_t max_a_disp = int64_t(layout.mr) * (layout.trans_a ? 4 : layout.lda * 4);
+    if (max_a_disp >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: A row offsets exceed 32-bit displacements");
+    for (const auto& v : variants) {
+        if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
+            fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: variant outside the tile");
+        const size_t nvec = static_cast<size_t>((v.cols + vlen - 1) / vlen);
+        capacity += 1024 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + v.rows * (10 + nvec * 7)) * 2 +
+                    static_cast<size_t>(v.rows) * nvec * 400;
+    }
+    std::vector<uint8_t> buffer(capacity);
+    GeneratedCode out;
+    try {
+        GemmF32Emitter emitter(layout, buffer.data(), buffer.size());
+        for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
+        emitter.emit_mask_table();
+        emitter.finish();
+        out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
+    } catch (const Xbyak::Error& e) {
+        fail(JITMM_STATUS_JIT_FAILED, std::string("gemm_f32 generator: xbyak: ") + e.what());
+    }
+    return out;
+}
+
+}  // namespace jitmm::x86

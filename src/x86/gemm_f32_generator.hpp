@@ -1,0 +1,62 @@
+// The f32 GEMM microkernel generator (AVX-512 and AVX2): emits, into one code buffer, the register-blocked
+// microkernels a shape needs. Each computes one C tile (rows x cols) over one K block:
+//
+//   void ukernel(const float* a, const float* b, float* c, const float* bias);
+//
+//   acc[rows][cols] = sum_k op(A)[i][k] * B[k][j]      (broadcast-FMA, accumulators stay in registers)
+//   first K block:  acc = alpha*acc + beta*C           (C not read when beta == 0)
+//   later blocks:   acc = alpha*acc + C
+//   last K block:   acc += bias; acc = activation(acc)
+//   C[rows][cols] = acc                                 (tail columns masked)
+//
+// Everything about the layout (leading dimensions, transposes, alpha/beta, epilogue, K length) is baked in.
+#pragma once
+
+#include "core/problem.hpp"
+#include "hw/cpu.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace jitmm::x86 {
+
+struct GemmF32Layout {
+    hw::X86Isa isa = hw::X86Isa::avx512;  // avx2 or avx512 (higher tiers run the avx512 code for f32)
+    int mr = 6;                           // rows of a full tile
+    int nv = 4;                           // vectors across a full tile: nr = nv * vector_length(isa)
+    bool trans_a = false;
+    int64_t lda = 0;
+    bool b_packed = false;                // B read from a packed panel [k][nr] (zero padded) instead of B
+    int64_t ldb = 0;                      // row stride of what the kernel reads as B (nr when packed)
+    int64_t ldc = 0;
+    float alpha = 1, beta = 0;
+    BiasKind bias = BiasKind::none;
+    Activation activation = Activation::none;
+    int k_unroll = 4;
+};
+
+struct UkernelVariant {
+    int rows = 0;        // 1..mr
+    int cols = 0;        // 1..nr
+    int64_t k_len = 0;   // K steps of this block
+    bool first = true;   // applies beta*C (else accumulates onto C)
+    bool last = true;    // applies bias and activation
+};
+
+struct GeneratedCode {
+    std::vector<uint8_t> bytes;   // position-independent: constants are addressed RIP-relative
+    std::vector<size_t> entries;  // offset of each requested variant, in order
+};
+
+using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias);
+
+// Scratch registers the epilogue needs beyond the accumulators (activations use up to three).
+constexpr int kEpilogueTemps = 3;
+
+inline int vector_length(hw::X86Isa isa) { return isa >= hw::X86Isa::avx512 ? 16 : 8; }
+inline int vector_register_count(hw::X86Isa isa) { return isa >= hw::X86Isa::avx512 ? 32 : 16; }
+
+// Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something.
+GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants);
+
+}  // namespace jitmm::x86

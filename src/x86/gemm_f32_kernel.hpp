@@ -1,0 +1,39 @@
+// The x86 f32 GEMM kernel: generated microkernels plus the driver that runs them (batches, thread chunks,
+// cache blocks, B packing, tails, K-block phases).
+#pragma once
+
+#include "core/kernel.hpp"
+#include "core/parallel.hpp"
+#include "core/problem.hpp"
+#include "plan/x86_gemm_plan.hpp"
+#include "x86/exec_memory.hpp"
+#include "x86/gemm_f32_generator.hpp"
+
+#include <memory>
+
+namespace jitmm::x86 {
+
+class GemmF32Kernel final : public Kernel {
+public:
+    // Generates the microkernels the problem needs; throws jitmm::Error.
+    GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86GemmPlan& plan,
+                  std::shared_ptr<const ParallelRunner> runner);
+    void run(const RunArgs& args) const override;
+
+private:
+    enum Phase { kSingle = 0, kFirst, kMiddle, kLast, kPhaseCount };
+    void run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
+                   int64_t n0, int64_t n1) const;
+    UkernelFn ukernel(bool row_tail, bool col_tail, Phase phase) const {
+        return fns_[row_tail][col_tail][phase];
+    }
+
+    Problem p_;
+    plan::X86GemmPlan plan_;
+    std::shared_ptr<const ParallelRunner> runner_;
+    std::unique_ptr<ExecMemory> code_;
+    UkernelFn fns_[2][2][kPhaseCount] = {};
+    int64_t k_blocks_ = 1;
+};
+
+}  // namespace jitmm::x86
