@@ -1,0 +1,280 @@
+// x86 f32 matmul correctness: JIT kernels against a float64 reference over randomized shapes, every
+// layout, ld > width, batches, epilogues, alpha/beta edge values and thread counts, at each ISA tier this
+// machine can be capped to. Outputs are poisoned before every run; padding between rows must stay intact.
+#include "hw/cpu.hpp"
+
+#include <catch2/catch.hpp>
+#include <jitmm/jitmm.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr float kPadSentinel = 12345.0f;
+
+struct Case {
+    int64_t m, n, k, batch = 1;
+    bool ta = false, tb = false;
+    int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;  // ld = tight + pad
+    float alpha = 1, beta = 0;
+    jitmm_epilogue epilogue = JITMM_EPILOGUE_NONE;
+    jitmm_bias_layout bias_layout = JITMM_BIAS_PER_COLUMN;
+    bool share_b = false;  // stride_b = 0: one B for every batch
+};
+
+std::string describe(const Case& c) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%lldx%lldx%lld batch=%lld %c%c pads=%lld/%lld/%lld alpha=%g beta=%g %s %s%s",
+                  (long long)c.m, (long long)c.n, (long long)c.k, (long long)c.batch, c.ta ? 'T' : 'N',
+                  c.tb ? 'T' : 'N', (long long)c.lda_pad, (long long)c.ldb_pad, (long long)c.ldc_pad, c.alpha, c.beta,
+                  jitmm_epilogue_name(c.epilogue), c.bias_layout == JITMM_BIAS_PER_ROW ? "row-bias" : "col-bias",
+                  c.share_b ? " shared-B" : "");
+    return buf;
+}
+
+double activate(jitmm_epilogue e, double x) {
+    switch (e) {
+        case JITMM_EPILOGUE_RELU: case JITMM_EPILOGUE_BIAS_RELU: return x > 0 ? x : 0;
+        case JITMM_EPILOGUE_GELU_TANH: case JITMM_EPILOGUE_BIAS_GELU_TANH:
+            return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        case JITMM_EPILOGUE_GELU_ERF: case JITMM_EPILOGUE_BIAS_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        case JITMM_EPILOGUE_SILU: case JITMM_EPILOGUE_BIAS_SILU: return x / (1 + std::exp(-x));
+        default: return x;
+    }
+}
+
+bool has_bias(jitmm_epilogue e) { return e == JITMM_EPILOGUE_BIAS || e >= JITMM_EPILOGUE_BIAS_RELU; }
+
+// Runs one case on the engine and checks it; returns the relative Frobenius error of the worst batch.
+void check_case(jitmm_engine* engine, const Case& c, std::mt19937& rng) {
+    INFO("case: " << describe(c));
+    const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+    const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+    const int64_t lda = a_cols + c.lda_pad, ldb = b_cols + c.ldb_pad, ldc = c.n + c.ldc_pad;
+    const int64_t stride_a = a_rows * lda, stride_b = c.share_b ? 0 : b_rows * ldb, stride_c = c.m * ldc;
+
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::vector<float> a(stride_a * c.batch), b(std::max<int64_t>(stride_b, b_rows * ldb) * c.batch);
+    std::vector<float> bias(has_bias(c.epilogue) ? (c.bias_layout == JITMM_BIAS_PER_ROW ? c.m : c.n) : 1);
+    for (auto& x : a) x = uni(rng);
+    for (auto& x : b) x = uni(rng);
+    for (auto& x : bias) x = uni(rng);
+    // C: random where beta reads it, NaN where it must not be read; padding holds a sentinel.
+    std::vector<float> c0(stride_c * c.batch);
+    for (int64_t i = 0; i < (int64_t)c0.size(); ++i) {
+        const bool pad = (i % ldc) >= c.n;
+        c0[i] = pad ? kPadSentinel : (c.beta != 0 ? uni(rng) : std::numeric_limits<float>::quiet_NaN());
+    }
+    std::vector<float> out = c0;
+
+    jitmm_matmul_desc d;
+    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+    d.m = c.m; d.n = c.n; d.k = c.k; d.batch_count = c.batch;
+    d.trans_a = c.ta; d.trans_b = c.tb;
+    d.lda = lda; d.ldb = ldb; d.ldc = ldc;
+    d.stride_a = stride_a; d.stride_b = stride_b; d.stride_c = stride_c;
+    d.alpha = c.alpha; d.beta = c.beta;
+    d.epilogue = c.epilogue;
+    d.bias_layout = c.bias_layout;
+    jitmm_matmul_args args;
+    REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+    args.a = a.data(); args.b = b.data(); args.c = out.data(); args.bias = bias.data();
+    const jitmm_status st = jitmm_matmul(engine, &d, &args);
+    INFO("status: " << jitmm_status_string(st) << " " << jitmm_last_error_message());
+    REQUIRE(st == JITMM_STATUS_SUCCESS);
+
+    const double bound = 1e-5 * std::sqrt(double(c.k)) + 1e-6;
+    for (int64_t bt = 0; bt < c.batch; ++bt) {
+        double err2 = 0, ref2 = 0;
+        int64_t bad_pad = 0, non_finite = 0;
+        for (int64_t i = 0; i < c.m; ++i) {
+            for (int64_t j = 0; j < ldc; ++j) {
+                const float got = out[bt * stride_c + i * ldc + j];
+                if (j >= c.n) {
+                    bad_pad += got != kPadSentinel;
+                    continue;
+                }
+                double acc = 0;
+                for (int64_t p = 0; p < c.k; ++p) {
+                    const double av = c.ta ? a[bt * stride_a + p * lda + i] : a[bt * stride_a + i * lda + p];
+                    const double bv = c.tb ? b[bt * stride_b + j * ldb + p] : b[bt * stride_b + p * ldb + j];
+                    acc += av * bv;
+                }
+                double ref = c.alpha * acc;
+                if (c.beta != 0) ref += double(c.beta) * c0[bt * stride_c + i * ldc + j];
+                if (has_bias(c.epilogue)) ref += bias[c.bias_layout == JITMM_BIAS_PER_ROW ? i : j];
+                ref = activate(c.epilogue, ref);
+                if (!std::isfinite(got)) ++non_finite;
+                err2 += (got - ref) * (got - ref);
+                ref2 += ref * ref;
+            }
+        }
+        INFO("batch " << bt);
+        REQUIRE(non_finite == 0);
+        REQUIRE(bad_pad == 0);
+        const double rel = std::sqrt(err2) / std::max(std::sqrt(ref2), 1e-30);
+        INFO("relative Frobenius error " << rel << " bound " << bound);
+        REQUIRE(rel <= bound);
+    }
+}
+
+struct Tier {
+    const char* name;
+    jitmm::hw::X86Isa isa;
+};
+
+// The tiers this machine can run; a tier it lacks is reported, never silently passed.
+std::vector<Tier> runnable_tiers() {
+    std::vector<Tier> tiers;
+    const auto best = jitmm::hw::cpu_info().best_isa;
+    for (Tier t : {Tier{"avx2", jitmm::hw::X86Isa::avx2}, Tier{"avx512", jitmm::hw::X86Isa::avx512}}) {
+        if (best >= t.isa) tiers.push_back(t);
+        else WARN("SKIPPED: tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best) << ")");
+    }
+    return tiers;
+}
+
+jitmm_engine* make_engine(const char* max_isa, int threads) {
+    jitmm_engine_config cfg;
+    REQUIRE(jitmm_engine_config_init(&cfg) == JITMM_STATUS_SUCCESS);
+    cfg.max_isa = max_isa;
+    cfg.num_threads = threads;
+    cfg.cache_dir = "";
+    jitmm_engine* e = nullptr;
+    REQUIRE(jitmm_engine_create(&cfg, &e) == JITMM_STATUS_SUCCESS);
+    return e;
+}
+
+const int64_t kOddSizes[] = {1, 3, 7, 17, 33, 63, 65, 127};
+
+}  // namespace
+
+TEST_CASE("x86 f32: odd sizes, every layout", "[x86][matmul]") {
+    std::mt19937 rng(1234);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 1);
+        for (int layout = 0; layout < 4; ++layout) {
+            for (int64_t m : kOddSizes) {
+                Case c;
+                c.m = m;
+                c.n = kOddSizes[(m * 3 + layout) % 8];
+                c.k = kOddSizes[(m * 5 + layout + 1) % 8];
+                c.ta = layout & 1;
+                c.tb = layout & 2;
+                check_case(e, c, rng);
+            }
+        }
+        jitmm_engine_destroy(e);
+    }
+}
+
+TEST_CASE("x86 f32: randomized sweep of shapes, layouts, ld padding, batches, alpha/beta, epilogues", "[x86][matmul]") {
+    std::mt19937 rng(987);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -1.0f, 0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2, 3, 4}) {
+            jitmm_engine* e = make_engine(tier.name, threads);
+            std::uniform_int_distribution<int> pick(0, 1 << 20);
+            for (int it = 0; it < 14; ++it) {
+                Case c;
+                c.m = 1 + pick(rng) % 150;
+                c.n = 1 + pick(rng) % 150;
+                c.k = 1 + pick(rng) % 300;
+                c.batch = 1 + pick(rng) % 3;
+                c.ta = pick(rng) & 1;
+                c.tb = pick(rng) & 1;
+                c.lda_pad = (pick(rng) & 1) ? pick(rng) % 9 : 0;
+                c.ldb_pad = (pick(rng) & 1) ? pick(rng) % 9 : 0;
+                c.ldc_pad = (pick(rng) & 1) ? pick(rng) % 9 : 0;
+                c.alpha = alphas[pick(rng) % 4];
+                c.beta = betas[pick(rng) % 4];
+                c.epilogue = static_cast<jitmm_epilogue>(pick(rng) % JITMM_EPILOGUE_COUNT);
+                c.bias_layout = (pick(rng) & 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                c.share_b = c.batch > 1 && (pick(rng) % 3 == 0);
+                check_case(e, c, rng);
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+}
+
+TEST_CASE("x86 f32: every epilogue on values spanning the activations' ranges", "[x86][matmul]") {
+    std::mt19937 rng(55);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 2);
+        for (int ep = 0; ep < JITMM_EPILOGUE_COUNT; ++ep) {
+            for (auto layout : {JITMM_BIAS_PER_COLUMN, JITMM_BIAS_PER_ROW}) {
+                Case c;
+                c.m = 37;
+                c.n = 45;
+                c.k = 300;  // sums of 300 products of [-1,1] values reach |x| ~ 10: past the activations' knees
+                c.alpha = 1.5f;
+                c.beta = 0.5f;
+                c.epilogue = static_cast<jitmm_epilogue>(ep);
+                c.bias_layout = layout;
+                check_case(e, c, rng);
+            }
+        }
+        jitmm_engine_destroy(e);
+    }
+}
+
+TEST_CASE("x86 f32: larger shapes cross the cache blocks (several K, M and N blocks)", "[x86][matmul]") {
+    std::mt19937 rng(77);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 2);
+        const Case cases[] = {
+            {1000, 300, 1023, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_ERF},
+            {257, 1100, 600, 1, true, true, 3, 5, 7, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_SILU},
+            {1, 4097, 1500, 1, false, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
+            {33, 2000, 513, 2, true, false, 1, 0, 2, -1.0f, 0.5f, JITMM_EPILOGUE_RELU},
+        };
+        for (const Case& c : cases) check_case(e, c, rng);
+        jitmm_engine_destroy(e);
+    }
+}
+
+TEST_CASE("x86 f32: same thread count gives bit-identical results", "[x86][matmul]") {
+    jitmm_engine* e1 = make_engine(nullptr, 3);
+    jitmm_engine* e2 = make_engine(nullptr, 3);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> uni(-1, 1);
+    const int64_t m = 300, n = 500, k = 700;
+    std::vector<float> a(m * k), b(k * n), c1(m * n, 1.0f), c2(m * n, 2.0f);
+    for (auto& x : a) x = uni(rng);
+    for (auto& x : b) x = uni(rng);
+    jitmm_matmul_desc d;
+    jitmm_matmul_desc_init(&d);
+    d.m = m; d.n = n; d.k = k;
+    jitmm_matmul_args args;
+    jitmm_matmul_args_init(&args);
+    args.a = a.data(); args.b = b.data();
+    args.c = c1.data();
+    REQUIRE(jitmm_matmul(e1, &d, &args) == JITMM_STATUS_SUCCESS);
+    args.c = c2.data();
+    REQUIRE(jitmm_matmul(e2, &d, &args) == JITMM_STATUS_SUCCESS);
+    REQUIRE(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+    jitmm_engine_destroy(e1);
+    jitmm_engine_destroy(e2);
+}
+
+TEST_CASE("x86 f32: kernels run from the memfd double mapping too (W^X fallback)", "[x86][matmul]") {
+    setenv("JITMM_EXEC_MEMORY", "memfd", 1);
+    std::mt19937 rng(8);
+    jitmm_engine* e = make_engine(nullptr, 1);
+    Case c;
+    c.m = 19; c.n = 23; c.k = 29; c.epilogue = JITMM_EPILOGUE_BIAS_GELU_TANH;
+    check_case(e, c, rng);
+    jitmm_engine_destroy(e);
+    unsetenv("JITMM_EXEC_MEMORY");
+}
