@@ -1,5 +1,6 @@
 #include "x86/gemm_f32_kernel.hpp"
 
+#include "core/dump.hpp"
 #include "x86/pack_b.hpp"
 
 #include <algorithm>
@@ -60,6 +61,16 @@ GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86G
         }
     }
     const GeneratedCode code = generate_gemm_f32(plan_.layout, variants);
+    if (dump_enabled()) {
+        dump_artifact(this->meta().key, "x86.bin", code.bytes.data(), code.bytes.size());
+        std::string listing = this->meta().generator + "\n" + this->meta().recipe + "\nentries:";
+        for (size_t i = 0; i < variants.size(); ++i)
+            listing += "\n  rows=" + std::to_string(variants[i].rows) + " cols=" + std::to_string(variants[i].cols) +
+                       " k=" + std::to_string(variants[i].k_len) + (variants[i].first ? " first" : "") +
+                       (variants[i].last ? " last" : "") + " offset=" + std::to_string(code.entries[i]);
+        listing += "\n";
+        dump_artifact(this->meta().key, "x86.txt", listing.data(), listing.size());
+    }
     code_ = std::make_unique<ExecMemory>(code.bytes.data(), code.bytes.size());
     set_code_size(code.bytes.size());
     for (size_t i = 0; i < slots.size(); ++i)
