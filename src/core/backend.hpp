@@ -2,6 +2,7 @@
 // backend-neutral: the engine validates, plans through the backend, builds the key, asks the cache.
 #pragma once
 
+#include "core/artifact.hpp"
 #include "core/cache.hpp"
 #include "core/key.hpp"
 #include "core/problem.hpp"
@@ -13,7 +14,8 @@
 
 namespace jitmm {
 
-// A decided recipe for one problem: it names itself into the key and can generate its kernel.
+// A decided recipe for one problem: it names itself into the key, generates its artifact (compile) and turns
+// an artifact, fresh or from the disk cache, into a runnable kernel (load).
 class Plan {
 public:
     virtual ~Plan() = default;
@@ -21,7 +23,8 @@ public:
     virtual int generator_version() const = 0;   // bumped whenever the generator's output changes
     virtual std::string describe() const = 0;
     virtual void append_key(KeyWriter& w) const = 0;
-    virtual KernelPtr generate(const KernelKey& key) const = 0;  // throws jitmm::Error
+    virtual Artifact compile() const = 0;                             // throws jitmm::Error
+    virtual std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const = 0;  // throws jitmm::Error
 };
 
 class Backend {

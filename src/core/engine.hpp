@@ -40,6 +40,8 @@ public:
     const KernelCache& cache() const { return cache_; }
 
 private:
+    KernelPtr generate(const Plan& plan, const KernelKey& key) const;
+
     EngineOptions options_;
     std::unique_ptr<Backend> backend_;
     KernelCache cache_;

@@ -36,9 +36,8 @@ public:
     // Runs the matmul it was generated for; thread-safe; throws jitmm::Error on failure.
     virtual void run(const RunArgs& args) const = 0;
     const KernelMeta& meta() const { return meta_; }
-    // Set once by the generator that made it, before the kernel is shared.
+    // Set once by the engine that made it, before the kernel is shared.
     void set_generation_stats(double jit_time_us) { meta_.jit_time_us = jit_time_us; }
-    void set_code_size(size_t bytes) { meta_.code_size = bytes; }
 
 private:
     KernelMeta meta_;

@@ -6,7 +6,6 @@
 #include "plan/x86_gemm_plan.hpp"
 #include "x86/gemm_f32_kernel.hpp"
 
-#include <chrono>
 #include <string>
 
 namespace jitmm::x86 {
@@ -28,17 +27,9 @@ public:
     std::string describe() const override { return recipe_.describe(); }
     void append_key(KeyWriter& w) const override { recipe_.append_key(w); }
 
-    KernelPtr generate(const KernelKey& key) const override {
-        const auto started = std::chrono::steady_clock::now();
-        KernelMeta meta;
-        meta.generator = generator();
-        meta.recipe = describe();
-        meta.key = key;
-        auto kernel = std::make_shared<GemmF32Kernel>(meta, p_, recipe_, runner_);
-        const double us =
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count();
-        kernel->set_generation_stats(us);
-        return kernel;
+    Artifact compile() const override { return compile_gemm_f32(p_, recipe_); }
+    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
+        return std::make_shared<GemmF32Kernel>(std::move(meta), p_, recipe_, runner_, artifact);
     }
 
 private:

@@ -1,6 +1,6 @@
 #include "x86/gemm_f32_kernel.hpp"
 
-#include "core/dump.hpp"
+#include "core/error.hpp"
 #include "x86/pack_b.hpp"
 
 #include <algorithm>
@@ -29,52 +29,61 @@ void chunk_range(int64_t extent, int64_t tile, int64_t parts, int64_t part, int6
 
 }  // namespace
 
-GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86GemmPlan& plan,
-                             std::shared_ptr<const ParallelRunner> runner)
-    : Kernel(std::move(meta)), p_(p), plan_(plan), runner_(std::move(runner)) {
-    const int mr = plan_.layout.mr, nr = plan_.nr();
-    k_blocks_ = ceil_div(p_.k, plan_.kc);
-    const int64_t last_k = p_.k - (k_blocks_ - 1) * plan_.kc;
+Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
+    const int mr = plan.layout.mr, nr = plan.nr();
+    const int64_t k_blocks = ceil_div(p.k, plan.kc);
+    const int64_t last_k = p.k - (k_blocks - 1) * plan.kc;
 
     // Only the variants this shape reaches: full and tail rows/columns, and the K-block phases.
     std::vector<UkernelVariant> variants;
-    std::vector<UkernelFn*> slots;
-    const int row_kinds[2] = {mr, static_cast<int>(p_.m % mr)};
-    const int col_kinds[2] = {nr, static_cast<int>(p_.n % nr)};
+    std::vector<int> slots;
+    const int row_kinds[2] = {mr, static_cast<int>(p.m % mr)};
+    const int col_kinds[2] = {nr, static_cast<int>(p.n % nr)};
     for (int rt = 0; rt < 2; ++rt) {
-        if (row_kinds[rt] == 0 || (rt == 0 && p_.m < mr)) continue;
+        if (row_kinds[rt] == 0 || (rt == 0 && p.m < mr)) continue;
         for (int ct = 0; ct < 2; ++ct) {
-            if (col_kinds[ct] == 0 || (ct == 0 && p_.n < nr)) continue;
-            for (int ph = 0; ph < kPhaseCount; ++ph) {
-                const bool wanted = k_blocks_ == 1 ? ph == kSingle
-                                                   : (ph == kFirst || ph == kLast || (ph == kMiddle && k_blocks_ > 2));
+            if (col_kinds[ct] == 0 || (ct == 0 && p.n < nr)) continue;
+            for (int ph = 0; ph < GemmF32Kernel::kPhaseCount; ++ph) {
+                using K = GemmF32Kernel;
+                const bool wanted = k_blocks == 1 ? ph == K::kSingle
+                                                  : (ph == K::kFirst || ph == K::kLast || (ph == K::kMiddle && k_blocks > 2));
                 if (!wanted) continue;
                 UkernelVariant v;
                 v.rows = row_kinds[rt];
                 v.cols = col_kinds[ct];
-                v.k_len = (ph == kSingle) ? p_.k : (ph == kLast ? last_k : plan_.kc);
-                v.first = ph == kSingle || ph == kFirst;
-                v.last = ph == kSingle || ph == kLast;
+                v.k_len = (ph == K::kSingle) ? p.k : (ph == K::kLast ? last_k : plan.kc);
+                v.first = ph == K::kSingle || ph == K::kFirst;
+                v.last = ph == K::kSingle || ph == K::kLast;
                 variants.push_back(v);
-                slots.push_back(&fns_[rt][ct][ph]);
+                slots.push_back((rt * 2 + ct) * K::kPhaseCount + ph);
             }
         }
     }
-    const GeneratedCode code = generate_gemm_f32(plan_.layout, variants);
-    if (dump_enabled()) {
-        dump_artifact(this->meta().key, "x86.bin", code.bytes.data(), code.bytes.size());
-        std::string listing = this->meta().generator + "\n" + this->meta().recipe + "\nentries:";
-        for (size_t i = 0; i < variants.size(); ++i)
-            listing += "\n  rows=" + std::to_string(variants[i].rows) + " cols=" + std::to_string(variants[i].cols) +
-                       " k=" + std::to_string(variants[i].k_len) + (variants[i].first ? " first" : "") +
-                       (variants[i].last ? " last" : "") + " offset=" + std::to_string(code.entries[i]);
-        listing += "\n";
-        dump_artifact(this->meta().key, "x86.txt", listing.data(), listing.size());
+    GeneratedCode code = generate_gemm_f32(plan.layout, variants);
+    Artifact artifact;
+    artifact.kind = "x86.bin";
+    artifact.payload = std::move(code.bytes);
+    artifact.ints.assign(GemmF32Kernel::kSlotCount, -1);
+    for (size_t i = 0; i < slots.size(); ++i) artifact.ints[slots[i]] = static_cast<int64_t>(code.entries[i]);
+    return artifact;
+}
+
+GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86GemmPlan& plan,
+                             std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact)
+    : Kernel(std::move(meta)), p_(p), plan_(plan), runner_(std::move(runner)) {
+    k_blocks_ = ceil_div(p_.k, plan_.kc);
+    if (artifact.ints.size() != kSlotCount)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: artifact has " + std::to_string(artifact.ints.size()) +
+                                              " entry slots, expected " + std::to_string(kSlotCount));
+    code_ = std::make_unique<ExecMemory>(artifact.payload.data(), artifact.payload.size());
+    for (int slot = 0; slot < kSlotCount; ++slot) {
+        const int64_t offset = artifact.ints[slot];
+        if (offset < 0) continue;
+        if (offset >= static_cast<int64_t>(artifact.payload.size()))
+            fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: entry offset outside the code");
+        fns_[slot / (2 * kPhaseCount)][(slot / kPhaseCount) % 2][slot % kPhaseCount] =
+            reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(offset))));
     }
-    code_ = std::make_unique<ExecMemory>(code.bytes.data(), code.bytes.size());
-    set_code_size(code.bytes.size());
-    for (size_t i = 0; i < slots.size(); ++i)
-        *slots[i] = reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(code.entries[i])));
 }
 
 void GemmF32Kernel::run(const RunArgs& args) const {

@@ -2,6 +2,7 @@
 // cache blocks, B packing, tails, K-block phases).
 #pragma once
 
+#include "core/artifact.hpp"
 #include "core/kernel.hpp"
 #include "core/parallel.hpp"
 #include "core/problem.hpp"
@@ -13,15 +14,21 @@
 
 namespace jitmm::x86 {
 
+// Generates the microkernels the problem needs: code bytes plus, in ints, one entry offset per
+// (row tail, column tail, K phase) slot, -1 where the shape never reaches that slot.
+Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan);
+
 class GemmF32Kernel final : public Kernel {
 public:
-    // Generates the microkernels the problem needs; throws jitmm::Error.
+    // Loads an artifact made by compile_gemm_f32 for the same problem and plan; throws jitmm::Error.
     GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86GemmPlan& plan,
-                  std::shared_ptr<const ParallelRunner> runner);
+                  std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact);
     void run(const RunArgs& args) const override;
 
-private:
     enum Phase { kSingle = 0, kFirst, kMiddle, kLast, kPhaseCount };
+    static constexpr int kSlotCount = 2 * 2 * kPhaseCount;
+
+private:
     void run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
                    int64_t n0, int64_t n1) const;
     UkernelFn ukernel(bool row_tail, bool col_tail, Phase phase) const {
