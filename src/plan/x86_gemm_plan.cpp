@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace jitmm::plan {
 
@@ -17,15 +18,26 @@ struct TileShape {
 constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {2, 8}, {1, 8}, {12, 2}};
 constexpr TileShape kAvx2Tiles[] = {{6, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
 
+// AVX2 keeps its column-tail mask in a vector register; AVX-512 uses an opmask register.
+int mask_registers(bool avx512) { return avx512 ? 0 : 1; }
+
+// A tile fits when the main loop (accumulators, B vectors, broadcast) and the epilogue (accumulators and
+// kEpilogueTemps scratch) both fit in the vector registers.
+bool tile_fits(int mr, int nv, bool avx512) {
+    const int regs = (avx512 ? 32 : 16) - mask_registers(avx512);
+    return mr * nv + nv + 1 <= regs && mr * nv + x86::kEpilogueTemps <= regs;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-// Estimated cycles of the tile grid: per tile and k step, the larger of the FMA issue (2 per cycle), the
-// loads (2 per cycle) and the FMA latency chain (4 cycles per step when few accumulators are live).
+// Estimated cycles of the tile grid: per tile and k step, the largest of the FMA issue (2 per cycle), the
+// load issue (2 per cycle), the B vectors streaming from L2 (about one 64-byte line per 2 cycles) and the
+// FMA latency chain (4 cycles per step when few accumulators are live).
 double tile_cost(const Problem& p, TileShape t, int vlen) {
     const double tiles = double(ceil_div(p.m, t.mr)) * double(ceil_div(p.n, int64_t(t.nv) * vlen));
-    const double fma = t.mr * t.nv / 2.0, loads = (t.mr + t.nv) / 2.0;
-    return tiles * std::max({fma, loads, 4.0});
+    const double fma = t.mr * t.nv / 2.0, loads = (t.mr + t.nv) / 2.0, stream = t.nv * vlen / 8.0;
+    return tiles * std::max({fma, loads, stream, 4.0});
 }
 
 TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row) {
@@ -55,7 +67,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const bool avx512 = isa >= hw::X86Isa::avx512;
     auto& L = plan.layout;
     L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
-    const TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4);
+    TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4);
+    // JITMM_X86_TILE=RxV forces the register tile (rows x vectors): a tuning knob, not for production.
+    if (const char* forced = std::getenv("JITMM_X86_TILE")) {
+        int r = 0, v = 0;
+        if (std::sscanf(forced, "%dx%d", &r, &v) == 2 && r > 0 && v > 0 && tile_fits(r, v, avx512))
+            tile = TileShape{r, v};
+    }
     L.mr = tile.mr;
     L.nv = tile.nv;
     L.trans_a = p.trans_a;
@@ -68,21 +86,31 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.k_unroll = 4;
     const int64_t nr = plan.nr();
 
-    // Cache blocking from the probed sizes (defaults when the probe could not tell). The B micro-panel
-    // (kc x nr) is reused across every row tile, so it should stay in L1; the A block (mc x kc) and the
-    // packed B block (kc x nc) share L2.
+    // Cache blocking from the probed sizes (defaults when the probe could not tell). The microkernel
+    // broadcasts A and loads B vectors: the A row tile (mr x kc) is the operand reused across every B
+    // panel, so it stays in L1, while the packed B block (kc x nc) streams from L2 (the BLIS arrangement
+    // with the roles of A and B swapped).
     const int64_t l1 = cpu.l1d_bytes > 0 ? cpu.l1d_bytes : 32 * 1024;
     const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
-    int64_t kc = std::clamp<int64_t>(l1 * 6 / 10 / (nr * 4), 64, 512) / 16 * 16;
-    const int64_t k_blocks = ceil_div(p.k, kc);
-    plan.kc = round_up(ceil_div(p.k, k_blocks), L.k_unroll);
-    plan.mc = std::max<int64_t>(L.mr, (l2 / 2) / (plan.kc * 4) / L.mr * L.mr);
-    plan.nc = std::max<int64_t>(nr, (l2 / 4) / (plan.kc * 4) / nr * nr);
-
-    // Pack B when the kernel cannot read it as rows (transposed) or when enough row tiles reuse each panel
-    // to pay for the copy.
     const int64_t m_tiles = ceil_div(p.m, L.mr);
+    const int64_t n_tiles = ceil_div(p.n, nr);
+    // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles.
+    plan.pack_a = n_tiles > 1 && m_tiles > 1;
     plan.pack_b = p.trans_b || m_tiles > 4;
+    int64_t kc_limit = std::clamp<int64_t>(l1 / 4 / (int64_t(L.mr) * 4), 64, 512);
+    // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
+    if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(16, std::atoi(forced));
+    const int64_t k_blocks = ceil_div(p.k, kc_limit);
+    plan.kc = round_up(ceil_div(p.k, k_blocks), L.k_unroll);
+    plan.nc = std::max<int64_t>(nr, (l2 / 2) / (plan.kc * 4) / nr * nr);
+    plan.mc = std::max<int64_t>(L.mr, (l2 / 4) / (plan.kc * 4) / L.mr * L.mr);
+
+    if (plan.pack_a) {
+        // Packing keeps A's orientation, so it is a plain copy: rows of kc values (the row stride padded so
+        // that the tile's rows do not alias in the same L1 sets), or for a transposed A, k runs of mr values.
+        plan.a_panel_ld = p.trans_a ? L.mr : round_up(plan.kc, 16) + 16;
+        L.lda = plan.a_panel_ld;
+    }
     L.b_packed = plan.pack_b;
     L.ldb = plan.pack_b ? nr : p.ldb;
     if (!plan.pack_b && int64_t(L.k_unroll) * p.ldb * 4 >= (int64_t(1) << 31)) L.k_unroll = 1;
@@ -92,7 +120,6 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     int threads = std::max(1, num_threads);
     threads = static_cast<int>(std::min<double>(threads, std::max(1.0, flops / 2.0e6)));
     plan.threads = threads;
-    const int64_t n_tiles = ceil_div(p.n, nr);
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.n_chunks = static_cast<int>(std::min(n_tiles, per_batch));
     plan.m_chunks = static_cast<int>(std::min(m_tiles, ceil_div(per_batch, plan.n_chunks)));
@@ -101,16 +128,17 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
 
 std::string X86GemmPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s threads=%d split=%dx%d",
+    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
-                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB", threads,
+                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB", pack_a ? " packA" : "", threads,
                   m_chunks, n_chunks);
     return buf;
 }
 
 void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('v', layout.nv);
-    w.i64('u', layout.k_unroll).i64('p', pack_b ? 1 : 0).i64('L', layout.ldb);
+    w.i64('u', layout.k_unroll).i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0)).i64('L', layout.ldb);
+    w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
 }

@@ -16,6 +16,8 @@ struct X86GemmPlan {
     int64_t kc = 0;             // K block (the last block may be shorter)
     int64_t mc = 0, nc = 0;     // M and N blocks: multiples of mr and nr
     bool pack_b = false;        // B copied into zero-padded [kc][nr] panels
+    bool pack_a = false;        // each A row tile copied into a panel just before its use
+    int64_t a_panel_ld = 0;     // packed A row stride: [mr][a_panel_ld] (A as stored) or [k][mr] (trans_a)
     int threads = 1;            // threads the run fans out to
     int m_chunks = 1, n_chunks = 1;  // each batch's C split into m_chunks x n_chunks tile-aligned parts
 

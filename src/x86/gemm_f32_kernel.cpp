@@ -1,7 +1,7 @@
 #include "x86/gemm_f32_kernel.hpp"
 
 #include "core/error.hpp"
-#include "x86/pack_b.hpp"
+#include "x86/pack.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -12,7 +12,8 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Per-thread scratch for packed B panels, grown on demand and kept for the thread's lifetime.
+// Per-thread scratch for packed panels (Slot 0: A, 1: B), grown on demand and kept for the thread's lifetime.
+template <int Slot>
 float* pack_buffer(size_t floats) {
     thread_local std::vector<float> buffer;
     if (buffer.size() < floats) buffer.resize(floats);
@@ -108,34 +109,41 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     }
 }
 
-// GotoBLAS order: N blocks, K blocks (pack B once per block), M blocks, then the register tiles, the
-// B micro-panel (kc x nr) staying in L1 while the row tiles stream past it.
+// Loop order: N blocks, K blocks (B packed once per block into L2-sized panels), then row tiles outermost
+// (each A row tile packed into an L1-resident panel) and the B panels innermost, streaming from L2.
 void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
                               int64_t n0, int64_t n1) const {
-    const int64_t mr = plan_.layout.mr, nr = plan_.nr();
+    const int mr = plan_.layout.mr;
+    const int64_t nr = plan_.nr();
+    float* a_panel =
+        plan_.pack_a ? pack_buffer<0>(static_cast<size_t>(std::max<int64_t>(plan_.kc, mr) * plan_.a_panel_ld + 16))
+                     : nullptr;
     for (int64_t jc = n0; jc < n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, n1 - jc);
         for (int64_t kb = 0; kb < k_blocks_; ++kb) {
             const int64_t k0 = kb * plan_.kc;
             const int64_t k_len = std::min(plan_.kc, p_.k - k0);
             const Phase phase = k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
-            float* panels = nullptr;
+            float* b_panels = nullptr;
             if (plan_.pack_b) {
-                panels = pack_buffer(static_cast<size_t>(ceil_div(n_cur, nr) * nr * k_len));
-                pack_b_f32(b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr), panels);
+                b_panels = pack_buffer<1>(static_cast<size_t>(ceil_div(n_cur, nr) * nr * k_len));
+                pack_b_f32(b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr), b_panels);
             }
-            for (int64_t ic = m0; ic < m1; ic += plan_.mc) {
-                const int64_t m_end = std::min(m1, ic + plan_.mc);
+            for (int64_t ir = m0; ir < m1; ir += mr) {
+                const bool row_tail = ir + mr > p_.m;
+                const float* a_tile = p_.trans_a ? a + k0 * p_.lda + ir : a + ir * p_.lda + k0;
+                if (plan_.pack_a) {
+                    pack_a_f32(a, p_.lda, p_.trans_a, ir, static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), k0,
+                               k_len, plan_.a_panel_ld, a_panel);
+                    a_tile = a_panel;
+                }
+                const float* row_bias = p_.bias == BiasKind::per_row ? bias + ir : nullptr;
                 for (int64_t jr = jc; jr < jc + n_cur; jr += nr) {
                     const bool col_tail = jr + nr > p_.n;
-                    const float* b_tile = plan_.pack_b ? panels + ((jr - jc) / nr) * k_len * nr : b + k0 * p_.ldb + jr;
-                    for (int64_t ir = ic; ir < m_end; ir += mr) {
-                        const bool row_tail = ir + mr > p_.m;
-                        const float* a_tile = p_.trans_a ? a + k0 * p_.lda + ir : a + ir * p_.lda + k0;
-                        const float* bias_tile =
-                            p_.bias == BiasKind::per_column ? bias + jr : p_.bias == BiasKind::per_row ? bias + ir : nullptr;
-                        ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c + ir * p_.ldc + jr, bias_tile);
-                    }
+                    const float* b_tile =
+                        plan_.pack_b ? b_panels + ((jr - jc) / nr) * k_len * nr : b + k0 * p_.ldb + jr;
+                    const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
+                    ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c + ir * p_.ldc + jr, bias_tile);
                 }
             }
         }

@@ -1,9 +1,19 @@
-#include "x86/pack_b.hpp"
+#include "x86/pack.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 namespace jitmm::x86 {
+
+void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows, int64_t k0, int64_t k_len,
+                int64_t panel_ld, float* panel) {
+    const size_t bytes = static_cast<size_t>(trans_a ? rows : k_len) * sizeof(float);
+    const int64_t runs = trans_a ? k_len : rows;
+    for (int64_t r = 0; r < runs; ++r) {
+        const float* src = trans_a ? a + (k0 + r) * lda + i0 : a + (i0 + r) * lda + k0;
+        std::memcpy(panel + r * panel_ld, src, bytes);
+    }
+}
 
 void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0, int64_t width,
                 int nr, float* panels) {

@@ -1,0 +1,74 @@
+// The CUDA GEMM planner (SM80 family, mma.sync): from a Problem and the GPU (arch, SM count, shared memory),
+// the kernel family, its tile and pipeline shape, and how each operand travels from global to shared memory.
+// Everything here goes into the kernel key.
+#pragma once
+
+#include "core/key.hpp"
+#include "core/problem.hpp"
+#include "hw/gpu.hpp"
+
+#include <string>
+
+namespace jitmm::plan {
+
+enum class CudaKernelFamily : int32_t {
+    tiled = 0,   // CTA tile of C, cp.async multi-stage shared-memory pipeline, ldmatrix + mma.sync
+    skinny = 1,  // M <= 16 (decode): swap-AB mma.sync straight from 16-byte global loads, split-K inside a CTA
+};
+
+// How one operand's tile gets from global into shared memory (tiled family).
+enum class OperandPath : int32_t {
+    cp_async = 0,  // 16-byte cp.async, shared memory keeps the global orientation (ldmatrix or ldmatrix.trans)
+    vector = 1,    // 16-byte loads into registers, stored K-major (transposing 4- and 1-byte types on the way)
+    scalar = 2,    // one element per load: leading dimensions or strides that break 16-byte alignment
+};
+
+const char* operand_path_name(OperandPath p);
+
+struct CudaGemmPlan {
+    CudaKernelFamily family = CudaKernelFamily::tiled;
+
+    // tiled
+    int bm = 128, bn = 128, bk = 32;     // CTA tile; bk in elements (bk * element bytes is 64 or 128)
+    int warps_m = 2, warps_n = 4;        // warp grid; warp tile = (bm / warps_m) x (bn / warps_n)
+    int stages = 3;                      // shared-memory pipeline depth
+    int group_m = 8;                     // tile raster: group_m tile rows walked together (L2 reuse)
+    OperandPath a_path = OperandPath::cp_async, b_path = OperandPath::cp_async;
+
+    // skinny
+    int skinny_row_tiles = 1;            // 16-row tiles of B^T (= columns of C) per warp
+    int skinny_warps = 8;                // warps of a CTA, each owning a slice of K
+    int skinny_unroll = 4;               // 64-byte K chunks in flight per thread
+    bool skinny_vector = true;           // 16-byte loads (false: element loads, for misaligned leading dims)
+
+    // both
+    bool c_pairs = true;                 // two adjacent C elements per store (ldc and N even)
+    int min_blocks_per_sm = 1;           // __launch_bounds__ second argument
+
+    int threads() const;
+    int64_t smem_bytes(int element_bytes) const;
+    std::string describe() const;
+    void append_key(KeyWriter& w) const;
+};
+
+// The chip facts a plan depends on; compile-only backends fill them from the arch name.
+struct CudaTarget {
+    std::string arch;            // "sm_80", "sm_90a", "sm_100a"
+    int cc = 80;                 // 10 * major + minor
+    int sm_count = 108;
+    int64_t smem_per_block_optin = 163 * 1024;
+    int64_t smem_per_sm = 164 * 1024;
+};
+
+CudaTarget cuda_target_from_gpu(const hw::GpuInfo& gpu);
+// Defaults for an arch named without a device (A100, H100, B200 figures). Throws UNSUPPORTED for others.
+CudaTarget cuda_target_from_arch(const std::string& arch);
+
+// Throws jitmm::Error(JITMM_STATUS_UNSUPPORTED) for dtype combinations the SM80 generator has no kernel for.
+void check_cuda_gemm_supported(const Problem& p);
+
+// aligned_pointers: whether A, B and C will be 16-byte aligned at run time (false plans the kernel that
+// a misaligned pointer falls back to: element loads and single-element stores everywhere).
+CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool aligned_pointers = true);
+
+}  // namespace jitmm::plan
