@@ -142,7 +142,8 @@ typedef struct jitmm_kernel_info {
     const char* generator;    /* e.g. "x86_f32_avx512"; valid while the kernel lives */
     const char* recipe;       /* the plan the generator followed, human-readable */
     char key_hex[33];         /* the 128-bit kernel key */
-    double jit_time_us;       /* time spent generating (0 when it came from a cache) */
+    double jit_time_us;       /* time it took to make this kernel (generate, or load from the disk cache); a
+                                 memory-cache hit hands out the same kernel with its original time */
     size_t code_size;         /* bytes of machine code / cubin */
 } jitmm_kernel_info;
 
