@@ -278,3 +278,32 @@ TEST_CASE("x86 f32: kernels run from the memfd double mapping too (W^X fallback)
     jitmm_engine_destroy(e);
     unsetenv("JITMM_EXEC_MEMORY");
 }
+
+TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x86][matmul]") {
+    std::mt19937 rng(4242);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 2);
+        int it = 0;
+        for (int64_t m : {1, 2, 3, 4, 5, 9, 16}) {
+            for (int64_t k : {1, 7, 16, 33, 200}) {
+                Case c;
+                c.m = m;
+                c.n = kOddSizes[(m + k) % 8] + 20;
+                c.k = k;
+                c.tb = true;
+                c.lda_pad = (it % 3 == 0) ? 5 : 0;
+                c.ldb_pad = (it % 2 == 0) ? 3 : 0;
+                c.ldc_pad = (it % 4 == 1) ? 2 : 0;
+                c.alpha = (it % 5 == 0) ? 0.5f : 1.0f;
+                c.beta = (it % 3 == 1) ? -1.0f : 0.0f;
+                c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                c.bias_layout = (it % 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                c.batch = (it % 7 == 3) ? 2 : 1;
+                check_case(e, c, rng);
+                ++it;
+            }
+        }
+        jitmm_engine_destroy(e);
+    }
+}

@@ -3,7 +3,9 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "hw/cpu.hpp"
+#include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_plan.hpp"
+#include "x86/gemm_f32_dot_kernel.hpp"
 #include "x86/gemm_f32_kernel.hpp"
 
 #include <string>
@@ -12,30 +14,50 @@ namespace jitmm::x86 {
 
 namespace {
 
-// Bump when the f32 generator's output changes for the same recipe (invalidates cached binaries).
-constexpr int kGemmF32GeneratorVersion = 1;
-
-class GemmF32Plan final : public Plan {
+// A plan of one x86 kernel family: its recipe, how to compile it and how to load it. Recipe provides
+// describe() and append_key(); Family names the generator and its version, compiles and loads.
+template <typename Family>
+class X86Plan final : public Plan {
 public:
-    GemmF32Plan(const Problem& p, plan::X86GemmPlan recipe, std::shared_ptr<const ParallelRunner> runner)
+    using Recipe = typename Family::Recipe;
+    X86Plan(const Problem& p, Recipe recipe, std::shared_ptr<const ParallelRunner> runner)
         : p_(p), recipe_(std::move(recipe)), runner_(std::move(runner)) {}
 
-    const char* generator() const override {
-        return recipe_.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
-    }
-    int generator_version() const override { return kGemmF32GeneratorVersion; }
+    const char* generator() const override { return Family::generator(recipe_); }
+    int generator_version() const override { return Family::kVersion; }
     std::string describe() const override { return recipe_.describe(); }
     void append_key(KeyWriter& w) const override { recipe_.append_key(w); }
-
-    Artifact compile() const override { return compile_gemm_f32(p_, recipe_); }
+    Artifact compile() const override { return Family::compile(p_, recipe_); }
     std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
-        return std::make_shared<GemmF32Kernel>(std::move(meta), p_, recipe_, runner_, artifact);
+        return std::make_shared<typename Family::KernelType>(std::move(meta), p_, recipe_, runner_, artifact);
     }
 
 private:
     Problem p_;
-    plan::X86GemmPlan recipe_;
+    Recipe recipe_;
     std::shared_ptr<const ParallelRunner> runner_;
+};
+
+// Broadcast-FMA register tiles over packed panels: the general f32 family.
+struct BroadcastF32Family {
+    using Recipe = plan::X86GemmPlan;
+    using KernelType = GemmF32Kernel;
+    static constexpr int kVersion = 2;  // bump when the emitted code changes for the same recipe
+    static const char* generator(const Recipe& r) {
+        return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
+    }
+    static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32(p, r); }
+};
+
+// Dot products along K: C = A * B^T with B stored N x K and few rows.
+struct DotF32Family {
+    using Recipe = plan::X86DotPlan;
+    using KernelType = GemmF32DotKernel;
+    static constexpr int kVersion = 1;
+    static const char* generator(const Recipe& r) {
+        return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_dot_avx512" : "x86_f32_dot_avx2";
+    }
+    static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32_dot(p, r); }
 };
 
 class X86Backend final : public Backend {
@@ -67,7 +89,10 @@ public:
         if (isa_ < hw::X86Isa::avx2)
             fail(JITMM_STATUS_UNSUPPORTED, "cpu: this CPU has no AVX2+FMA (or the cap is below avx2); jitmm needs at "
                                            "least the avx2 tier");
-        return std::make_unique<GemmF32Plan>(
+        if (plan::dot_family_fits(p))
+            return std::make_unique<X86Plan<DotF32Family>>(
+                p, plan::plan_x86_gemm_f32_dot(p, isa_, runner_->num_threads()), runner_);
+        return std::make_unique<X86Plan<BroadcastF32Family>>(
             p, plan::plan_x86_gemm_f32(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
     }
 

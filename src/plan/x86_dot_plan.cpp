@@ -1,0 +1,77 @@
+#include "plan/x86_dot_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace jitmm::plan {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct DotTile {
+    int mr, nj;
+};
+
+// Few rows: wide tiles amortize each A load over many B rows. More rows: square-ish tiles balance the A
+// and B loads per FMA.
+constexpr DotTile kAvx512DotTiles[] = {{1, 24}, {2, 12}, {3, 8}, {4, 6}};
+constexpr DotTile kAvx2DotTiles[] = {{1, 10}, {2, 5}, {3, 3}};
+
+}  // namespace
+
+bool dot_family_fits(const Problem& p) { return p.trans_b && !p.trans_a && p.m <= 16; }
+
+X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, hw::X86Isa isa, int num_threads) {
+    X86DotPlan plan;
+    auto& L = plan.layout;
+    const bool avx512 = isa >= hw::X86Isa::avx512;
+    L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
+    // The tile whose rows cover M with the least waste; ties go to the wider tile (fewer A reloads).
+    DotTile best{0, 0};
+    int64_t best_waste = 0;
+    for (DotTile t : avx512 ? std::vector<DotTile>(std::begin(kAvx512DotTiles), std::end(kAvx512DotTiles))
+                            : std::vector<DotTile>(std::begin(kAvx2DotTiles), std::end(kAvx2DotTiles))) {
+        if (!x86::dot_tile_fits(L.isa, t.mr, t.nj)) continue;
+        if (int64_t(t.nj) * p.ldb * 4 >= (int64_t(1) << 31) || int64_t(t.mr) * p.lda * 4 >= (int64_t(1) << 31))
+            continue;
+        const int64_t waste = ceil_div(p.m, t.mr) * t.mr - p.m;
+        if (best.mr == 0 || waste < best_waste || (waste == best_waste && t.mr > best.mr)) {
+            best = t;
+            best_waste = waste;
+        }
+    }
+    if (best.mr == 0) best = DotTile{1, 1};
+    L.mr = best.mr;
+    L.nj = best.nj;
+    L.k = p.k;
+    L.lda = p.lda;
+    L.ldb = p.ldb;
+    L.ldc = p.ldc;
+    L.alpha = p.alpha;
+    L.beta = p.beta;
+    L.bias = p.bias;
+    L.activation = p.activation;
+    L.k_unroll = 2;
+
+    // Threads split N (each streams its own rows of B); about 1 MFLOP per thread at least.
+    const int threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, p.flops() / 1.0e6)));
+    plan.threads = threads;
+    const int64_t n_tiles = ceil_div(p.n, L.nj);
+    plan.n_chunks = static_cast<int>(std::min<int64_t>(n_tiles, std::max<int64_t>(1, ceil_div(threads, p.batch))));
+    return plan;
+}
+
+std::string X86DotPlan::describe() const {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d threads=%d split=1x%d", hw::isa_name(layout.isa),
+                  layout.mr, layout.nj, layout.k_unroll, threads, n_chunks);
+    return buf;
+}
+
+void X86DotPlan::append_key(KeyWriter& w) const {
+    w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('j', layout.nj);
+    w.i64('u', layout.k_unroll).i64('h', threads).i64('s', n_chunks);
+}
+
+}  // namespace jitmm::plan

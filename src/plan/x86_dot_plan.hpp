@@ -1,0 +1,29 @@
+// The planner for the dot-product family (C = A * B^T with B stored N x K and few rows of A): the tile
+// (rows of A x rows of Bt) and the thread split over N. Everything here goes into the kernel key.
+#pragma once
+
+#include "core/key.hpp"
+#include "core/problem.hpp"
+#include "hw/cpu.hpp"
+#include "x86/gemm_f32_dot_generator.hpp"
+
+#include <string>
+
+namespace jitmm::plan {
+
+struct X86DotPlan {
+    x86::GemmF32DotLayout layout;
+    int threads = 1;
+    int n_chunks = 1;  // each batch's N split into n_chunks tile-aligned parts
+
+    std::string describe() const;
+    void append_key(KeyWriter& w) const;
+};
+
+// The dot family serves B^T (stored N x K) with A as stored and few rows: each B row is then read once,
+// contiguously, instead of being transposed into panels.
+bool dot_family_fits(const Problem& p);
+
+X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, hw::X86Isa isa, int num_threads);
+
+}  // namespace jitmm::plan

@@ -1,0 +1,201 @@
+#include "x86/gemm_f32_dot_generator.hpp"
+
+#include "core/error.hpp"
+#include "x86/gemm_f32_generator.hpp"
+#include "x86/vector_math.hpp"
+
+#include <xbyak/xbyak.h>
+
+#include <string>
+
+namespace jitmm::x86 {
+
+namespace {
+
+using Xbyak::Xmm;
+
+// Register plan (System V): rdi = A, rsi = Bt, rdx = C, rcx = bias, r8 = K-loop counter, r11 = C row cursor.
+class GemmF32DotEmitter : public Xbyak::CodeGenerator {
+public:
+    GemmF32DotEmitter(const GemmF32DotLayout& layout, uint8_t* buffer, size_t capacity)
+        : Xbyak::CodeGenerator(capacity, buffer),
+          L_(layout),
+          avx512_(layout.isa >= hw::X86Isa::avx512),
+          vlen_(vector_length(layout.isa)),
+          k_tail_(static_cast<int>(layout.k % vector_length(layout.isa))),
+          pool_(*this),
+          math_(*this, pool_, avx512_) {}
+
+    size_t emit_variant(const DotVariant& v) {
+        align(16);
+        const size_t entry = getSize();
+        rows_ = v.rows;
+        cols_ = v.cols;
+        if (k_tail_ != 0) set_k_tail_mask();
+        zero_accumulators();
+        k_loop();
+        epilogue();
+        vzeroupper();
+        ret();
+        return entry;
+    }
+
+    void finish() {
+        if (need_mask_table_) {
+            align(32);
+            L(mask_table_);
+            for (int i = 0; i < 8; ++i) dd(0xffffffffu);
+            for (int i = 0; i < 8; ++i) dd(0);
+        }
+        pool_.emit();
+    }
+
+private:
+    // ---- registers: accumulators, then A vectors, then the B vector; AVX2 keeps its mask in the last ----
+    Xmm vreg(int i) const { return avx512_ ? Xmm(Xbyak::Operand::ZMM, i) : Xmm(Xbyak::Operand::YMM, i); }
+    Xmm acc(int i, int j) const { return vreg(i * cols_ + j); }
+    Xmm avec(int i) const { return vreg(rows_ * cols_ + i); }
+    Xmm bvec() const { return vreg(rows_ * cols_ + rows_); }
+    Xmm mask() const { return vreg(vector_register_count(L_.isa) - 1); }
+    // Scratch for the scalar epilogue: past the accumulators (the planner leaves kEpilogueTemps + 1).
+    Xmm scalar(int t) const { return Xmm(rows_ * cols_ + t); }
+
+    void set_k_tail_mask() {
+        if (avx512_) {
+            mov(eax, (1u << k_tail_) - 1);
+            kmovw(k1, eax);
+        } else {
+            vmovups(mask(), ptr[rip + mask_table_ + (8 - k_tail_) * 4]);
+            need_mask_table_ = true;
+        }
+    }
+
+    void zero_accumulators() {
+        for (int i = 0; i < rows_; ++i)
+            for (int j = 0; j < cols_; ++j) vxorps(acc(i, j), acc(i, j), acc(i, j));
+    }
+
+    void load(const Xmm& dst, const Xbyak::Address& src, bool tail) {
+        if (!tail) vmovups(dst, src);
+        else if (avx512_) vmovups(dst | k1 | T_z, src);
+        else vmaskmovps(dst, mask(), src);
+    }
+
+    // One vector of K: rows of A and rows of Bt at byte offset `off` from the cursors.
+    void k_step(int64_t off, bool tail) {
+        for (int i = 0; i < rows_; ++i) load(avec(i), ptr[rdi + i * L_.lda * 4 + off], tail);
+        for (int j = 0; j < cols_; ++j) {
+            load(bvec(), ptr[rsi + j * L_.ldb * 4 + off], tail);
+            for (int i = 0; i < rows_; ++i) vfmadd231ps(acc(i, j), avec(i), bvec());
+        }
+    }
+
+    void k_loop() {
+        const int64_t full = L_.k / vlen_;
+        const int64_t iterations = full / L_.k_unroll;
+        const int64_t step_bytes = int64_t(L_.k_unroll) * vlen_ * 4;
+        if (iterations > 0) {
+            Xbyak::Label loop;
+            mov(r8, iterations);
+            L(loop);
+            for (int u = 0; u < L_.k_unroll; ++u) k_step(int64_t(u) * vlen_ * 4, false);
+            add(rdi, static_cast<uint32_t>(step_bytes));
+            add(rsi, static_cast<uint32_t>(step_bytes));
+            dec(r8);
+            jnz(loop, T_NEAR);
+        }
+        const int64_t left = full % L_.k_unroll;
+        for (int64_t u = 0; u < left; ++u) k_step(u * vlen_ * 4, false);
+        if (k_tail_ != 0) k_step(left * vlen_ * 4, true);
+    }
+
+    // Sum of the lanes of acc into lane 0 of its xmm; t is scratch.
+    void horizontal_sum(int acc_index, int t_index) {
+        const Xmm x(acc_index), t(t_index);
+        if (avx512_) {
+            vextractf64x4(Xbyak::Ymm(t_index), Xbyak::Zmm(acc_index), 1);
+            vaddps(Xbyak::Ymm(acc_index), Xbyak::Ymm(acc_index), Xbyak::Ymm(t_index));
+        }
+        if (avx512_) vextractf32x4(t, Xbyak::Ymm(acc_index), 1);  // EVEX: the registers may be xmm16+
+        else vextractf128(t, Xbyak::Ymm(acc_index), 1);
+        vaddps(x, x, t);
+        vmovhlps(t, t, x);
+        vaddps(x, x, t);
+        vmovshdup(t, x);
+        vaddss(x, x, t);
+    }
+
+    // Per output, in lane 0 of an xmm: alpha, beta*C, bias, activation, one scalar store.
+    void epilogue() {
+        const Xmm t0 = scalar(0), t1 = scalar(1), t2 = scalar(2), t3 = scalar(3);
+        mov(r11, rdx);
+        for (int i = 0; i < rows_; ++i) {
+            for (int j = 0; j < cols_; ++j) {
+                const int a_index = i * cols_ + j;
+                const Xmm x(a_index);
+                horizontal_sum(a_index, t0.getIdx());
+                if (L_.alpha != 1.0f) vmulss(x, x, pool_(L_.alpha));
+                if (L_.beta != 0.0f) {
+                    vmovss(t0, ptr[r11 + j * 4]);
+                    if (L_.beta == 1.0f) vaddss(x, x, t0);
+                    else vfmadd231ss(x, t0, pool_(L_.beta));
+                }
+                if (L_.bias == BiasKind::per_column) vaddss(x, x, ptr[rcx + j * 4]);
+                if (L_.bias == BiasKind::per_row) vaddss(x, x, ptr[rcx + i * 4]);
+                math_.apply(L_.activation, x, t1, t2, t3);
+                vmovss(ptr[r11 + j * 4], x);
+            }
+            if (i + 1 < rows_) {
+                mov(rax, L_.ldc * 4);
+                add(r11, rax);
+            }
+        }
+    }
+
+    const GemmF32DotLayout L_;
+    const bool avx512_;
+    const int vlen_;
+    const int k_tail_;
+    ConstantPool pool_;
+    VectorMath math_;
+    int rows_ = 0, cols_ = 0;
+    bool need_mask_table_ = false;
+    Xbyak::Label mask_table_;
+};
+
+}  // namespace
+
+bool dot_tile_fits(hw::X86Isa isa, int mr, int nj) {
+    const int regs = vector_register_count(isa) - (isa >= hw::X86Isa::avx512 ? 0 : 1);
+    // Main loop: accumulators, A vectors, the B vector. Epilogue: accumulators and four scalar temps.
+    return mr * nj + mr + 1 <= regs && mr * nj + kEpilogueTemps + 1 <= regs;
+}
+
+GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std::vector<DotVariant>& variants) {
+    if (!dot_tile_fits(layout.isa, layout.mr, layout.nj))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32_dot generator: tile does not fit the registers");
+    if (int64_t(layout.nj) * layout.ldb * 4 >= (int64_t(1) << 31) ||
+        int64_t(layout.mr) * layout.lda * 4 >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32_dot generator: row offsets exceed 32-bit displacements");
+    size_t capacity = 8192;
+    for (const auto& v : variants) {
+        if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > layout.nj)
+            fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32_dot generator: variant outside the tile");
+        const size_t outputs = static_cast<size_t>(v.rows) * v.cols;
+        capacity += 1024 + static_cast<size_t>(layout.k_unroll + 2) * (v.rows + v.cols) * (10 + 7 * v.rows) +
+                    outputs * 400;
+    }
+    std::vector<uint8_t> buffer(capacity);
+    GeneratedDotCode out;
+    try {
+        GemmF32DotEmitter emitter(layout, buffer.data(), buffer.size());
+        for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
+        emitter.finish();
+        out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
+    } catch (const Xbyak::Error& e) {
+        fail(JITMM_STATUS_JIT_FAILED, std::string("gemm_f32_dot generator: xbyak: ") + e.what());
+    }
+    return out;
+}
+
+}  // namespace jitmm::x86

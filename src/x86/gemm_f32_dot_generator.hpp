@@ -1,0 +1,46 @@
+// The f32 dot-product microkernel generator (AVX-512 and AVX2), for C = A * B^T with B stored N x K (the
+// layout of a Linear layer's weights) and few rows of A: every output is a dot product of two contiguous
+// K-runs, so the kernel streams B's rows once, at memory speed, without packing or transposing them.
+//
+//   void ukernel(const float* a, const float* bt, float* c, const float* bias);
+//
+//   acc[i][j] (a vector) += A[i][k..k+v) * Bt[j][k..k+v)     for k over all of K (tail lanes masked)
+//   c[i][j] = act(alpha * hsum(acc[i][j]) + beta * C[i][j] + bias)
+#pragma once
+
+#include "core/problem.hpp"
+#include "hw/cpu.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace jitmm::x86 {
+
+struct GemmF32DotLayout {
+    hw::X86Isa isa = hw::X86Isa::avx512;  // avx2 or avx512
+    int mr = 1;                           // rows of A per tile
+    int nj = 16;                          // rows of Bt (columns of C) per tile
+    int64_t k = 0;                        // the whole K: no K blocking, accumulators hold complete sums
+    int64_t lda = 0, ldb = 0, ldc = 0;
+    float alpha = 1, beta = 0;
+    BiasKind bias = BiasKind::none;
+    Activation activation = Activation::none;
+    int k_unroll = 2;                     // vectors of K per loop iteration
+};
+
+struct DotVariant {
+    int rows = 0;  // 1..mr
+    int cols = 0;  // 1..nj
+};
+
+struct GeneratedDotCode {
+    std::vector<uint8_t> bytes;
+    std::vector<size_t> entries;
+};
+
+// Registers: rows*cols accumulators + rows A vectors + 1 B vector (AVX2 also a K-tail mask).
+bool dot_tile_fits(hw::X86Isa isa, int mr, int nj);
+
+GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std::vector<DotVariant>& variants);
+
+}  // namespace jitmm::x86

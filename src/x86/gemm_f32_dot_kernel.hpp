@@ -1,0 +1,36 @@
+// The x86 f32 dot-product kernel: generated dot microkernels plus the driver that walks the tiles
+// (batches, thread chunks over N, row and column tails). No packing: A rows and B^T rows are read in place.
+#pragma once
+
+#include "core/artifact.hpp"
+#include "core/kernel.hpp"
+#include "core/parallel.hpp"
+#include "core/problem.hpp"
+#include "plan/x86_dot_plan.hpp"
+#include "x86/exec_memory.hpp"
+
+#include <memory>
+
+namespace jitmm::x86 {
+
+// Code bytes plus, in ints, the entry offset per (row tail, column tail) slot, -1 where unused.
+Artifact compile_gemm_f32_dot(const Problem& p, const plan::X86DotPlan& plan);
+
+class GemmF32DotKernel final : public Kernel {
+public:
+    GemmF32DotKernel(KernelMeta meta, const Problem& p, const plan::X86DotPlan& plan,
+                     std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact);
+    void run(const RunArgs& args) const override;
+
+private:
+    using DotFn = void (*)(const float* a, const float* bt, float* c, const float* bias);
+    void run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t n0, int64_t n1) const;
+
+    Problem p_;
+    plan::X86DotPlan plan_;
+    std::shared_ptr<const ParallelRunner> runner_;
+    std::unique_ptr<ExecMemory> code_;
+    DotFn fns_[2][2] = {};
+};
+
+}  // namespace jitmm::x86
