@@ -15,7 +15,7 @@ struct TileShape {
 
 // Candidate register tiles (rows x vectors). Each leaves the B vectors, a broadcast register and
 // kEpilogueTemps scratch registers free (plus the column mask register on AVX2).
-constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {2, 8}, {1, 8}, {12, 2}};
+constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {12, 2}, {2, 14}, {1, 28}};
 constexpr TileShape kAvx2Tiles[] = {{6, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
 
 // AVX2 keeps its column-tail mask in a vector register; AVX-512 uses an opmask register.
@@ -23,9 +23,12 @@ int mask_registers(bool avx512) { return avx512 ? 0 : 1; }
 
 // A tile fits when the main loop (accumulators, B vectors, broadcast) and the epilogue (accumulators and
 // kEpilogueTemps scratch) both fit in the vector registers.
+bool b_from_memory(int mr, bool avx512) { return avx512 && mr <= 2; }
+
 bool tile_fits(int mr, int nv, bool avx512) {
     const int regs = (avx512 ? 32 : 16) - mask_registers(avx512);
-    return mr * nv + nv + 1 <= regs && mr * nv + x86::kEpilogueTemps <= regs;
+    const int b_regs = b_from_memory(mr, avx512) ? 0 : nv;
+    return mr * nv + b_regs + 1 <= regs && mr * nv + x86::kEpilogueTemps <= regs;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -36,7 +39,8 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 // FMA latency chain (4 cycles per step when few accumulators are live).
 double tile_cost(const Problem& p, TileShape t, int vlen) {
     const double tiles = double(ceil_div(p.m, t.mr)) * double(ceil_div(p.n, int64_t(t.nv) * vlen));
-    const double fma = t.mr * t.nv / 2.0, loads = (t.mr + t.nv) / 2.0, stream = t.nv * vlen / 8.0;
+    const double b_loads = b_from_memory(t.mr, vlen == 16) ? t.mr * t.nv : t.nv;
+    const double fma = t.mr * t.nv / 2.0, loads = (t.mr + b_loads) / 2.0, stream = t.nv * vlen / 8.0;
     return tiles * std::max({fma, loads, stream, 4.0});
 }
 
@@ -84,6 +88,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.bias = p.bias;
     L.activation = p.activation;
     L.k_unroll = 4;
+    L.b_from_memory = b_from_memory(L.mr, avx512);
     const int64_t nr = plan.nr();
 
     // Cache blocking from the probed sizes (defaults when the probe could not tell). The microkernel
@@ -97,7 +102,9 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles.
     plan.pack_a = n_tiles > 1 && m_tiles > 1;
     plan.pack_b = p.trans_b || m_tiles > 4;
-    int64_t kc_limit = std::clamp<int64_t>(l1 / 4 / (int64_t(L.mr) * 4), 64, 512);
+    // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
+    // whole of N (a few dozen concurrent streams the prefetchers follow) instead of hopping between rows.
+    int64_t kc_limit = plan.pack_b ? std::clamp<int64_t>(l1 / 4 / (int64_t(L.mr) * 4), 64, 512) : 32;
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(16, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
@@ -137,7 +144,7 @@ std::string X86GemmPlan::describe() const {
 
 void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('v', layout.nv);
-    w.i64('u', layout.k_unroll).i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0)).i64('L', layout.ldb);
+    w.i64('u', layout.k_unroll * 2 + (layout.b_from_memory ? 1 : 0)).i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0)).i64('L', layout.ldb);
     w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);

@@ -51,7 +51,7 @@ private:
         // Accumulators first, then the B vectors, then the broadcast register; AVX2 keeps its column mask
         // in the last register.
         b_base_ = rows_ * nvec_;
-        bcast_ = b_base_ + nvec_;
+        bcast_ = b_base_ + (L_.b_from_memory ? 0 : nvec_);
         mask_reg_ = vector_register_count(L_.isa) - 1;
         if (tail_ != 0) set_tail_mask();
     }
@@ -106,6 +106,19 @@ private:
     int64_t b_k_bytes() const { return L_.ldb * 4; }
 
     void k_step(int u) {
+        if (L_.b_from_memory) {
+            // Few rows: each B vector feeds its FMAs straight from memory (L1), freeing the registers for
+            // a wider tile. The direct-B tail vector is merge-masked: masked lanes are neither loaded nor added.
+            for (int i = 0; i < rows_; ++i) {
+                vbroadcastss(bcast(), ptr[rdi + u * a_k_bytes() + i * a_row_bytes()]);
+                for (int j = 0; j < nvec_; ++j) {
+                    const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
+                    if (is_tail_vector(j) && !L_.b_packed) vfmadd231ps(acc(i, j) | k1, bcast(), src);
+                    else vfmadd231ps(acc(i, j), bcast(), src);
+                }
+            }
+            return;
+        }
         for (int j = 0; j < nvec_; ++j) {
             const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
             // A packed panel is zero padded to full width: only direct B reads need the mask.

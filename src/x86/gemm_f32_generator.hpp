@@ -33,6 +33,7 @@ struct GemmF32Layout {
     BiasKind bias = BiasKind::none;
     Activation activation = Activation::none;
     int k_unroll = 4;
+    bool b_from_memory = false;           // AVX-512, mr <= 2: FMAs read B from memory (no B registers)
 };
 
 struct UkernelVariant {
