@@ -3,6 +3,8 @@
 // hash collision can never hand out the wrong kernel (caches compare bytes, not just hashes).
 #pragma once
 
+#include "core/problem.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -49,8 +51,21 @@ private:
     std::string bytes_;
 };
 
-struct Problem;
-// The problem's part of a key: every field of Problem, in a fixed order.
-void append_problem(KeyWriter& w, const Problem& p);
+// The problem's part of a key: every field of Problem, in a fixed order. A template over the writer so that
+// the engine's problem memo (ProblemMemo) sees exactly the same fields as the key: a field added here is
+// never forgotten there.
+template <typename Writer>
+void append_problem(Writer& w, const Problem& p) {
+    w.i64('m', p.m).i64('n', p.n).i64('k', p.k).i64('B', p.batch);
+    w.i64('t', (p.trans_a ? 1 : 0) | (p.trans_b ? 2 : 0));
+    w.i64('a', p.lda).i64('b', p.ldb).i64('c', p.ldc);
+    // Strides only matter with several batches; canonicalize them away otherwise.
+    const bool batched = p.batch > 1;
+    w.i64('x', batched ? p.stride_a : 0).i64('y', batched ? p.stride_b : 0).i64('z', batched ? p.stride_c : 0);
+    w.i64('T', p.a_type | (p.b_type << 8) | (p.c_type << 16));
+    w.f32('A', p.alpha).f32('E', p.beta);
+    w.i64('e', static_cast<int64_t>(p.bias) | (static_cast<int64_t>(p.activation) << 8));
+    w.i64('q', p.bias == BiasKind::none ? -1 : p.bias_type);
+}
 
 }  // namespace jitmm

@@ -130,14 +130,19 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.n_chunks = static_cast<int>(std::min(n_tiles, per_batch));
     plan.m_chunks = static_cast<int>(std::min(m_tiles, ceil_div(per_batch, plan.n_chunks)));
+
+    // Small problems (one K block, nothing to pack, a handful of tiles, one thread per batch): the driver's
+    // loops would cost as much as the arithmetic, so the whole problem becomes one generated function.
+    plan.single_call = !plan.pack_a && !plan.pack_b && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
+                       plan.m_chunks * plan.n_chunks == 1;
     return plan;
 }
 
 std::string X86GemmPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s threads=%d split=%dx%d",
+    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
-                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB", pack_a ? " packA" : "", threads,
+                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB", pack_a ? " packA" : "", single_call ? " single-call" : "", threads,
                   m_chunks, n_chunks);
     return buf;
 }
@@ -147,7 +152,7 @@ void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('u', layout.k_unroll * 2 + (layout.b_from_memory ? 1 : 0)).i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0)).i64('L', layout.ldb);
     w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);
-    w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
+    w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks).i64('w', single_call ? 1 : 0);
 }
 
 }  // namespace jitmm::plan

@@ -39,6 +39,32 @@ public:
         return entry;
     }
 
+    // Every tile inline, one after another; the base pointers live in callee-saved registers.
+    size_t emit_whole(const std::vector<PlacedTile>& tiles) {
+        align(16);
+        const size_t entry = getSize();
+        const Reg64 bases[4] = {r12, r13, r14, r15};
+        for (const Reg64& r : bases) push(r);
+        mov(r12, rdi);
+        mov(r13, rsi);
+        mov(r14, rdx);
+        mov(r15, rcx);
+        for (const PlacedTile& t : tiles) {
+            lea_offset(rdi, r12, t.a_offset);
+            lea_offset(rsi, r13, t.b_offset);
+            lea_offset(rdx, r14, t.c_offset);
+            lea_offset(rcx, r15, t.bias_offset);
+            begin_variant(t.variant);
+            zero_accumulators();
+            k_loop(t.variant.k_len);
+            epilogue(t.variant);
+        }
+        for (int i = 3; i >= 0; --i) pop(bases[i]);
+        vzeroupper();
+        ret();
+        return entry;
+    }
+
     void finish() { pool_.emit(); }
 
 private:
@@ -131,6 +157,15 @@ private:
         }
     }
 
+    void lea_offset(const Reg64& dst, const Reg64& base, int64_t bytes) {
+        if (bytes >= INT32_MIN && bytes <= INT32_MAX) {
+            lea(dst, ptr[base + static_cast<int32_t>(bytes)]);
+        } else {
+            mov(dst, bytes);
+            add(dst, base);
+        }
+    }
+
     void advance(const Reg64& cursor, const Reg64& step_reg, int64_t bytes) {
         if (bytes == 0) return;
         if (bytes >= INT32_MIN && bytes <= INT32_MAX) {
@@ -216,7 +251,8 @@ private:
 
 }  // namespace
 
-GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants) {
+GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants,
+                                const std::vector<PlacedTile>& whole) {
     const int vlen = vector_length(layout.isa);
     const int nr = layout.nv * vlen;
     // A generous bound on the code size: the unrolled K body and the epilogue of every variant.
@@ -231,11 +267,17 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         capacity += 1024 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + v.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(v.rows) * nvec * 400;
     }
+    for (const auto& t : whole) {
+        const size_t nvec = static_cast<size_t>((t.variant.cols + vlen - 1) / vlen);
+        capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + t.variant.rows * (10 + nvec * 7)) * 2 +
+                    static_cast<size_t>(t.variant.rows) * nvec * 400;
+    }
     std::vector<uint8_t> buffer(capacity);
     GeneratedCode out;
     try {
         GemmF32Emitter emitter(layout, buffer.data(), buffer.size());
         for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
+        if (!whole.empty()) out.entries.push_back(emitter.emit_whole(whole));
         emitter.emit_mask_table();
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());

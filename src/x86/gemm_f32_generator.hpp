@@ -44,9 +44,16 @@ struct UkernelVariant {
     bool last = true;    // applies bias and activation
 };
 
+// One tile of a whole small problem emitted as a single function: the variant plus the tile's byte offsets
+// from the base pointers the function receives.
+struct PlacedTile {
+    UkernelVariant variant;
+    int64_t a_offset = 0, b_offset = 0, c_offset = 0, bias_offset = 0;
+};
+
 struct GeneratedCode {
     std::vector<uint8_t> bytes;   // position-independent: constants are addressed RIP-relative
-    std::vector<size_t> entries;  // offset of each requested variant, in order
+    std::vector<size_t> entries;  // offset of each requested variant, in order; then the whole-problem entry
 };
 
 using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias);
@@ -57,7 +64,9 @@ constexpr int kEpilogueTemps = 3;
 inline int vector_length(hw::X86Isa isa) { return isa >= hw::X86Isa::avx512 ? 16 : 8; }
 inline int vector_register_count(hw::X86Isa isa) { return isa >= hw::X86Isa::avx512 ? 32 : 16; }
 
-// Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something.
-GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants);
+// Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something. With `whole` non-empty, one more function
+// runs those tiles back to back (same signature, base pointers): small problems then cost one call.
+GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants,
+                                const std::vector<PlacedTile>& whole = {});
 
 }  // namespace jitmm::x86

@@ -60,12 +60,29 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
             }
         }
     }
-    GeneratedCode code = generate_gemm_f32(plan.layout, variants);
+    std::vector<PlacedTile> whole;
+    if (plan.single_call) {
+        for (int64_t ir = 0; ir < p.m; ir += mr) {
+            for (int64_t jr = 0; jr < p.n; jr += nr) {
+                PlacedTile t;
+                t.variant.rows = static_cast<int>(std::min<int64_t>(mr, p.m - ir));
+                t.variant.cols = static_cast<int>(std::min<int64_t>(nr, p.n - jr));
+                t.variant.k_len = p.k;
+                t.a_offset = (p.trans_a ? ir : ir * p.lda) * 4;
+                t.b_offset = jr * 4;
+                t.c_offset = (ir * p.ldc + jr) * 4;
+                t.bias_offset = (p.bias == BiasKind::per_column ? jr : p.bias == BiasKind::per_row ? ir : 0) * 4;
+                whole.push_back(t);
+            }
+        }
+    }
+    GeneratedCode code = generate_gemm_f32(plan.layout, variants, whole);
     Artifact artifact;
     artifact.kind = "x86.bin";
     artifact.payload = std::move(code.bytes);
-    artifact.ints.assign(GemmF32Kernel::kSlotCount, -1);
+    artifact.ints.assign(GemmF32Kernel::kSlotCount + 1, -1);
     for (size_t i = 0; i < slots.size(); ++i) artifact.ints[slots[i]] = static_cast<int64_t>(code.entries[i]);
+    if (!whole.empty()) artifact.ints[GemmF32Kernel::kSlotCount] = static_cast<int64_t>(code.entries.back());
     return artifact;
 }
 
@@ -73,10 +90,15 @@ GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86G
                              std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact)
     : Kernel(std::move(meta)), p_(p), plan_(plan), runner_(std::move(runner)) {
     k_blocks_ = ceil_div(p_.k, plan_.kc);
-    if (artifact.ints.size() != kSlotCount)
+    if (artifact.ints.size() != kSlotCount + 1)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: artifact has " + std::to_string(artifact.ints.size()) +
-                                              " entry slots, expected " + std::to_string(kSlotCount));
+                                              " entry slots, expected " + std::to_string(kSlotCount + 1));
     code_ = std::make_unique<ExecMemory>(artifact.payload.data(), artifact.payload.size());
+    if (artifact.ints[kSlotCount] >= 0) {
+        if (artifact.ints[kSlotCount] >= static_cast<int64_t>(artifact.payload.size()))
+            fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: entry offset outside the code");
+        whole_ = reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(artifact.ints[kSlotCount]))));
+    }
     for (int slot = 0; slot < kSlotCount; ++slot) {
         const int64_t offset = artifact.ints[slot];
         if (offset < 0) continue;
@@ -92,6 +114,12 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     const auto* b = static_cast<const float*>(args.b);
     auto* c = static_cast<float*>(args.c);
     const auto* bias = static_cast<const float*>(args.bias);
+    if (whole_) {
+        // One generated call per batch: nothing else between the caller and the arithmetic.
+        for (int64_t t = 0; t < p_.batch; ++t)
+            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias);
+        return;
+    }
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
     const int64_t tasks = p_.batch * per_batch;
     auto task = [&](int64_t t) {

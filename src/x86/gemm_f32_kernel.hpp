@@ -15,7 +15,8 @@
 namespace jitmm::x86 {
 
 // Generates the microkernels the problem needs: code bytes plus, in ints, one entry offset per
-// (row tail, column tail, K phase) slot, -1 where the shape never reaches that slot.
+// (row tail, column tail, K phase) slot, -1 where the shape never reaches that slot, and last the
+// single-call function's offset (-1 unless the plan is single_call).
 Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan);
 
 class GemmF32Kernel final : public Kernel {
@@ -40,6 +41,7 @@ private:
     std::shared_ptr<const ParallelRunner> runner_;
     std::unique_ptr<ExecMemory> code_;
     UkernelFn fns_[2][2][kPhaseCount] = {};
+    UkernelFn whole_ = nullptr;  // the single-call function of a small problem, when the plan asked for one
     int64_t k_blocks_ = 1;
 };
 
