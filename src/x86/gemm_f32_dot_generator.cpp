@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "x86/gemm_f32_generator.hpp"
+#include "x86/emit_buffer.hpp"
 #include "x86/vector_math.hpp"
 
 #include <xbyak/xbyak.h>
@@ -185,10 +186,10 @@ GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std
         capacity += 1024 + static_cast<size_t>(layout.k_unroll + 2) * (v.rows + v.cols) * (10 + 7 * v.rows) +
                     outputs * 400;
     }
-    std::vector<uint8_t> buffer(capacity);
+    uint8_t* buffer = emit_buffer(capacity);
     GeneratedDotCode out;
     try {
-        GemmF32DotEmitter emitter(layout, buffer.data(), buffer.size());
+        GemmF32DotEmitter emitter(layout, buffer, capacity);
         for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());

@@ -1,6 +1,7 @@
 #include "x86/gemm_f32_generator.hpp"
 
 #include "core/error.hpp"
+#include "x86/emit_buffer.hpp"
 #include "x86/vector_math.hpp"
 
 #include <xbyak/xbyak.h>
@@ -272,10 +273,10 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + t.variant.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(t.variant.rows) * nvec * 400;
     }
-    std::vector<uint8_t> buffer(capacity);
+    uint8_t* buffer = emit_buffer(capacity);
     GeneratedCode out;
     try {
-        GemmF32Emitter emitter(layout, buffer.data(), buffer.size());
+        GemmF32Emitter emitter(layout, buffer, capacity);
         for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
         if (!whole.empty()) out.entries.push_back(emitter.emit_whole(whole));
         emitter.emit_mask_table();
