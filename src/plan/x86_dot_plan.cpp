@@ -71,7 +71,7 @@ std::string X86DotPlan::describe() const {
 
 void X86DotPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('j', layout.nj);
-    w.i64('u', layout.k_unroll).i64('h', threads).i64('s', n_chunks);
+    w.i64('u', layout.k_unroll);  // threads and the N split change only the driver: not part of the key
 }
 
 }  // namespace jitmm::plan

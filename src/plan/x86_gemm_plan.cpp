@@ -31,6 +31,9 @@ bool tile_fits(int mr, int nv, bool avx512) {
     return mr * nv + b_regs + 1 <= regs && mr * nv + x86::kEpilogueTemps <= regs;
 }
 
+// Below about this much work a thread costs more to wake than it saves.
+constexpr double kMinFlopsPerThread = 2.0e6;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -122,19 +125,20 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.ldb = plan.pack_b ? nr : p.ldb;
     if (!plan.pack_b && int64_t(L.k_unroll) * p.ldb * 4 >= (int64_t(1) << 31)) L.k_unroll = 1;
 
-    // Threads: no more than the work feeds (about 2 MFLOP per thread), tile-aligned chunks, batches first.
-    const double flops = p.flops();
+    // Small problems (one K block, nothing to pack, a handful of tiles, too little work to share): the
+    // driver's loops would cost as much as the arithmetic, so the whole problem becomes one generated function.
+    const double flops_per_batch = p.flops() / double(p.batch);
+    plan.single_call = !plan.pack_a && !plan.pack_b && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
+                       flops_per_batch <= kMinFlopsPerThread;
+
+    // Threads: no more than the work feeds, tile-aligned chunks, batches first. The partition changes only
+    // the driver, never the generated code, so it stays out of the key (a cache serves any thread count).
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, flops / 2.0e6)));
+    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, p.flops() / kMinFlopsPerThread)));
     plan.threads = threads;
-    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    const int64_t per_batch = plan.single_call ? 1 : std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.n_chunks = static_cast<int>(std::min(n_tiles, per_batch));
     plan.m_chunks = static_cast<int>(std::min(m_tiles, ceil_div(per_batch, plan.n_chunks)));
-
-    // Small problems (one K block, nothing to pack, a handful of tiles, one thread per batch): the driver's
-    // loops would cost as much as the arithmetic, so the whole problem becomes one generated function.
-    plan.single_call = !plan.pack_a && !plan.pack_b && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
-                       plan.m_chunks * plan.n_chunks == 1;
     return plan;
 }
 
@@ -142,17 +146,17 @@ std::string X86GemmPlan::describe() const {
     char buf[256];
     std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
-                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB", pack_a ? " packA" : "", single_call ? " single-call" : "", threads,
-                  m_chunks, n_chunks);
+                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB",
+                  pack_a ? " packA" : "", single_call ? " single-call" : "", threads, m_chunks, n_chunks);
     return buf;
 }
 
 void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('v', layout.nv);
-    w.i64('u', layout.k_unroll * 2 + (layout.b_from_memory ? 1 : 0)).i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0)).i64('L', layout.ldb);
+    w.i64('u', layout.k_unroll * 2 + (layout.b_from_memory ? 1 : 0));
+    w.i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0) | (single_call ? 4 : 0)).i64('L', layout.ldb);
     w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);
-    w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks).i64('w', single_call ? 1 : 0);
 }
 
 }  // namespace jitmm::plan

@@ -116,8 +116,9 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     const auto* bias = static_cast<const float*>(args.bias);
     if (whole_) {
         // One generated call per batch: nothing else between the caller and the arithmetic.
-        for (int64_t t = 0; t < p_.batch; ++t)
-            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias);
+        auto one_batch = [&](int64_t t) { whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias); };
+        if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for(p_.batch, one_batch);
+        else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
         return;
     }
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
