@@ -872,10 +872,10 @@ TEST_CASE("api: dtype combinations the CPU has no kernel for are UNSUPPORTED, na
         const char* expect2;
     };
     const Combo kCombos[] = {
-        {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_F32, "a_type=f16", "b_type=f16"},
-        {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "a_type=bf16", "c_type=bf16"},
-        {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32, "a_type=s8", "c_type=s32"},
-        {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32, "a_type=u8", "b_type=s8"},
+        {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_S32, "a_type=f16", "c_type=s32"},
+        {JITMM_DTYPE_BF16, JITMM_DTYPE_F16, JITMM_DTYPE_BF16, "a_type=bf16", "b_type=f16"},
+        {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F8_E4M3, "a_type=s8", "c_type=f8_e4m3"},
+        {JITMM_DTYPE_U8, JITMM_DTYPE_F16, JITMM_DTYPE_F32, "a_type=u8", "b_type=f16"},
         {JITMM_DTYPE_F32, JITMM_DTYPE_F32, JITMM_DTYPE_S32, "c_type=s32", "a_type=f32"},
         {JITMM_DTYPE_F32, JITMM_DTYPE_F32, JITMM_DTYPE_F16, "c_type=f16", "b_type=f32"},
         {JITMM_DTYPE_F16, JITMM_DTYPE_F32, JITMM_DTYPE_F32, "a_type=f16", "b_type=f32"},

@@ -90,6 +90,21 @@ typedef enum jitmm_bias_layout {
     JITMM_BIAS_PER_ROW = 1     /* bias[M], added to every column */
 } jitmm_bias_layout;
 
+/* Quantization scales (int8 inputs): how many f32 values a scales pointer in the args holds.
+ * With scales the result is dequantized before beta, bias and activation:
+ *   C = act( alpha * sa[i] * sb[j] * sum_k (op(A)[i][k] - a_zero_point) * op(B)[k][j] + beta * C + bias )
+ * (a_zero_point applies with or without scales; with an s32 c_type the sum is exact).
+ * sa is 1 without A scales, a_scales[0] per tensor, a_scales[i] per row; sb likewise with b_scales[0] or
+ * b_scales[j]. Every batch uses the same scales. Scales need s8/u8 inputs and a floating-point c_type, and a
+ * zero point an s8/u8 A within its range: anything else is JITMM_STATUS_INVALID_VALUE naming the field (a scale
+ * mode set with its pointer NULL in the args: JITMM_STATUS_NULL_POINTER "args.a_scales" / "args.b_scales"). */
+typedef enum jitmm_scale_mode {
+    JITMM_SCALE_NONE = 0,
+    JITMM_SCALE_PER_TENSOR = 1, /* one value */
+    JITMM_SCALE_PER_ROW = 2,    /* A only: m values, one per row of C (per token) */
+    JITMM_SCALE_PER_COLUMN = 3  /* B only: n values, one per column of C (per output channel) */
+} jitmm_scale_mode;
+
 typedef struct jitmm_engine jitmm_engine;
 typedef struct jitmm_kernel jitmm_kernel;
 
@@ -122,6 +137,11 @@ typedef struct jitmm_matmul_desc {
     jitmm_epilogue epilogue;
     jitmm_dtype bias_type;    /* used by the bias epilogues */
     jitmm_bias_layout bias_layout;
+    /* Quantized inputs. Appended: a desc whose struct_size ends before a_scale_mode (built against an
+     * older jitmm.h) reads them as the defaults: no scales, zero point 0. */
+    jitmm_scale_mode a_scale_mode; /* NONE, PER_TENSOR or PER_ROW; args.a_scales holds the values */
+    jitmm_scale_mode b_scale_mode; /* NONE, PER_TENSOR or PER_COLUMN; args.b_scales holds the values */
+    int32_t a_zero_point;     /* subtracted from every A element (s8/u8 A only, in its type's range); 0: none */
 } jitmm_matmul_desc;
 
 typedef struct jitmm_matmul_args {
@@ -133,6 +153,9 @@ typedef struct jitmm_matmul_args {
     void* stream;             /* CUDA: the caller's CUstream (NULL: the legacy default stream); CPU: ignored */
     void* workspace;          /* optional scratch the caller owns; NULL: the engine provides it */
     size_t workspace_size;
+    /* Appended: an args whose struct_size ends before a_scales (an older jitmm.h) reads them as NULL. */
+    const float* a_scales;    /* required when desc.a_scale_mode is set, else ignored */
+    const float* b_scales;    /* required when desc.b_scale_mode is set, else ignored */
 } jitmm_matmul_args;
 
 typedef enum jitmm_report_format { JITMM_REPORT_TEXT = 0, JITMM_REPORT_JSON = 1 } jitmm_report_format;
@@ -170,7 +193,7 @@ JITMM_API jitmm_status jitmm_engine_create(const jitmm_engine_config* config, ji
 JITMM_API jitmm_status jitmm_engine_destroy(jitmm_engine* engine);
 
 /* Fills defaults: f32 everywhere, batch_count 1, no transposes, tight leading dims, alpha 1, beta 0,
- * no epilogue; m, n, k are 0 and must be set. */
+ * no epilogue, no scales, zero point 0; m, n, k are 0 and must be set. */
 JITMM_API jitmm_status jitmm_matmul_desc_init(jitmm_matmul_desc* desc);
 JITMM_API jitmm_status jitmm_matmul_args_init(jitmm_matmul_args* args);
 

@@ -162,6 +162,8 @@ JITMM_API jitmm_status jitmm_matmul_desc_init(jitmm_matmul_desc* desc) {
         desc->beta = 0.0f;
         desc->epilogue = JITMM_EPILOGUE_NONE;
         desc->bias_layout = JITMM_BIAS_PER_COLUMN;
+        desc->a_scale_mode = desc->b_scale_mode = JITMM_SCALE_NONE;
+        desc->a_zero_point = 0;
     });
 }
 
@@ -190,9 +192,7 @@ JITMM_API jitmm_status jitmm_kernel_create(jitmm_engine* engine, const jitmm_mat
 JITMM_API jitmm_status jitmm_kernel_run(const jitmm_kernel* kernel, const jitmm_matmul_args* args) {
     return guarded([&] {
         require(kernel, "kernel");
-        jitmm::api::check_args(kernel->problem, args);
-        jitmm::RunArgs run{args->a, args->b, args->c, args->bias, args->stream, args->workspace, args->workspace_size};
-        kernel->kernel->run(run);
+        kernel->kernel->run(jitmm::api::check_args(kernel->problem, args));
     });
 }
 
@@ -223,10 +223,9 @@ JITMM_API jitmm_status jitmm_matmul(jitmm_engine* engine, const jitmm_matmul_des
     return guarded([&] {
         require(engine, "engine");
         const jitmm::Problem p = jitmm::api::problem_from_desc(desc);
-        jitmm::api::check_args(p, args);
+        const jitmm::RunArgs run = jitmm::api::check_args(p, args);
         const jitmm::KernelPtr kernel = engine->engine->get_kernel(p, /*log_hits=*/false);
-        kernel->run(jitmm::RunArgs{args->a, args->b, args->c, args->bias, args->stream, args->workspace,
-                                   args->workspace_size});
+        kernel->run(run);
     });
 }
 

@@ -4,6 +4,8 @@
 #include "core/error.hpp"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -14,11 +16,74 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-void check_struct_size(size_t given, size_t expected, const char* what) {
-    if (given != expected)
+void check_struct_size(size_t given, size_t expected, const char* what, size_t legacy = 0) {
+    if (given != expected && (legacy == 0 || given != legacy))
         fail(JITMM_STATUS_INVALID_STRUCT_SIZE, std::string(what) + ".struct_size is " + std::to_string(given) +
                                                    ", expected " + std::to_string(expected) + " (sizeof(" + what +
                                                    ") of this jitmm version; call " + what + "_init)");
+}
+
+// Structs grow by appending fields. A caller built against the header before the quantization fields passes
+// the old sizeof (the offset of the first new field, rounded up to the struct's alignment): its struct is
+// read up to that field and the rest takes the _init defaults (all zero).
+template <typename T>
+constexpr size_t legacy_size(size_t first_new_field) {
+    return (first_new_field + alignof(T) - 1) / alignof(T) * alignof(T);
+}
+constexpr size_t kDescLegacySize = legacy_size<jitmm_matmul_desc>(offsetof(jitmm_matmul_desc, a_scale_mode));
+constexpr size_t kArgsLegacySize = legacy_size<jitmm_matmul_args>(offsetof(jitmm_matmul_args, a_scales));
+
+template <typename T>
+T upgraded(const T* given, size_t first_new_field) {
+    T full{};
+    std::memcpy(static_cast<void*>(&full), given, given->struct_size == sizeof(T) ? sizeof(T) : first_new_field);
+    return full;
+}
+
+bool is_int8(jitmm_dtype t) { return t == JITMM_DTYPE_S8 || t == JITMM_DTYPE_U8; }
+bool is_float(jitmm_dtype t) {
+    return t == JITMM_DTYPE_F32 || t == JITMM_DTYPE_F16 || t == JITMM_DTYPE_BF16 || t == JITMM_DTYPE_F8_E4M3 ||
+           t == JITMM_DTYPE_F8_E5M2;
+}
+
+ScaleMode check_scale_mode(int v, const char* field, jitmm_scale_mode allowed) {
+    if (v == JITMM_SCALE_NONE) return ScaleMode::none;
+    if (v == JITMM_SCALE_PER_TENSOR) return ScaleMode::per_tensor;
+    if (v == allowed) return allowed == JITMM_SCALE_PER_ROW ? ScaleMode::per_row : ScaleMode::per_column;
+    fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + field + " must be JITMM_SCALE_NONE, _PER_TENSOR or " +
+                                         (allowed == JITMM_SCALE_PER_ROW ? "_PER_ROW" : "_PER_COLUMN") + ", got " +
+                                         std::to_string(v));
+}
+
+// Scales and the zero point describe quantized integer inputs: they are refused (INVALID_VALUE, not
+// UNSUPPORTED) on anything else, since no backend could give them a meaning there.
+void check_quantization(const jitmm_matmul_desc& d, Problem& p) {
+    p.a_scale = check_scale_mode(d.a_scale_mode, "a_scale_mode", JITMM_SCALE_PER_ROW);
+    p.b_scale = check_scale_mode(d.b_scale_mode, "b_scale_mode", JITMM_SCALE_PER_COLUMN);
+    if (p.a_scale != ScaleMode::none || p.b_scale != ScaleMode::none) {
+        const char* field = p.a_scale != ScaleMode::none ? "a_scale_mode" : "b_scale_mode";
+        if (!is_int8(p.a_type) || !is_int8(p.b_type))
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + field +
+                                                 ": scales dequantize s8/u8 inputs, but a_type is " +
+                                                 dtype_name_or_null(p.a_type) + " and b_type " +
+                                                 dtype_name_or_null(p.b_type));
+        if (!is_float(p.c_type))
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + field +
+                                                 ": scales dequantize to a floating-point c_type, got " +
+                                                 dtype_name_or_null(p.c_type));
+    }
+    p.a_zero_point = d.a_zero_point;
+    if (d.a_zero_point != 0) {
+        const bool u8 = p.a_type == JITMM_DTYPE_U8;
+        if (!is_int8(p.a_type))
+            fail(JITMM_STATUS_INVALID_VALUE, "desc.a_zero_point (" + std::to_string(d.a_zero_point) +
+                                                 ") needs an s8 or u8 a_type, got " + dtype_name_or_null(p.a_type));
+        const int lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
+        if (d.a_zero_point < lo || d.a_zero_point > hi)
+            fail(JITMM_STATUS_INVALID_VALUE, "desc.a_zero_point (" + std::to_string(d.a_zero_point) +
+                                                 ") is outside the range of a_type " + dtype_name_or_null(p.a_type) +
+                                                 " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
 }
 
 void check_dim(int64_t v, const char* field) {
@@ -68,9 +133,11 @@ void check_batch_extent(int64_t batch, int64_t stride, int64_t span, int64_t ele
 
 }  // namespace
 
-Problem problem_from_desc(const jitmm_matmul_desc* desc) {
-    if (desc == nullptr) fail(JITMM_STATUS_NULL_POINTER, "desc is NULL");
-    check_struct_size(desc->struct_size, sizeof(jitmm_matmul_desc), "jitmm_matmul_desc");
+Problem problem_from_desc(const jitmm_matmul_desc* given) {
+    if (given == nullptr) fail(JITMM_STATUS_NULL_POINTER, "desc is NULL");
+    check_struct_size(given->struct_size, sizeof(jitmm_matmul_desc), "jitmm_matmul_desc", kDescLegacySize);
+    const jitmm_matmul_desc full = upgraded(given, offsetof(jitmm_matmul_desc, a_scale_mode));
+    const jitmm_matmul_desc* desc = &full;
     Problem p;
     check_dim(desc->m, "m");
     check_dim(desc->n, "n");
@@ -107,6 +174,7 @@ Problem problem_from_desc(const jitmm_matmul_desc* desc) {
         p.bias = desc->bias_layout == JITMM_BIAS_PER_ROW ? BiasKind::per_row : BiasKind::per_column;
         p.bias_type = check_dtype(desc->bias_type, "bias_type");
     }
+    check_quantization(*desc, p);
 
     if (desc->lda < 0 || desc->ldb < 0 || desc->ldc < 0) {
         const char* f = desc->lda < 0 ? "lda" : desc->ldb < 0 ? "ldb" : "ldc";
@@ -149,14 +217,23 @@ Problem problem_from_desc(const jitmm_matmul_desc* desc) {
     return p;
 }
 
-void check_args(const Problem& p, const jitmm_matmul_args* args) {
-    if (args == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args is NULL");
-    check_struct_size(args->struct_size, sizeof(jitmm_matmul_args), "jitmm_matmul_args");
-    if (args->a == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args.a is NULL");
-    if (args->b == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args.b is NULL");
-    if (args->c == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args.c is NULL");
-    if (p.bias != BiasKind::none && args->bias == nullptr)
+RunArgs check_args(const Problem& p, const jitmm_matmul_args* given) {
+    if (given == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args is NULL");
+    check_struct_size(given->struct_size, sizeof(jitmm_matmul_args), "jitmm_matmul_args", kArgsLegacySize);
+    const jitmm_matmul_args args = upgraded(given, offsetof(jitmm_matmul_args, a_scales));
+    if (args.a == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args.a is NULL");
+    if (args.b == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args.b is NULL");
+    if (args.c == nullptr) fail(JITMM_STATUS_NULL_POINTER, "args.c is NULL");
+    if (p.bias != BiasKind::none && args.bias == nullptr)
         fail(JITMM_STATUS_NULL_POINTER, "args.bias is NULL but the epilogue adds a bias");
+    if (p.a_scale != ScaleMode::none && args.a_scales == nullptr)
+        fail(JITMM_STATUS_NULL_POINTER, "args.a_scales is NULL but desc.a_scale_mode is set");
+    if (p.b_scale != ScaleMode::none && args.b_scales == nullptr)
+        fail(JITMM_STATUS_NULL_POINTER, "args.b_scales is NULL but desc.b_scale_mode is set");
+    RunArgs run{args.a, args.b, args.c, args.bias, args.stream, args.workspace, args.workspace_size};
+    run.a_scales = args.a_scales;
+    run.b_scales = args.b_scales;
+    return run;
 }
 
 void check_config(const jitmm_engine_config* config) {

@@ -66,6 +66,8 @@ void append_problem(Writer& w, const Problem& p) {
     w.f32('A', p.alpha).f32('E', p.beta);
     w.i64('e', static_cast<int64_t>(p.bias) | (static_cast<int64_t>(p.activation) << 8));
     w.i64('q', p.bias == BiasKind::none ? -1 : p.bias_type);
+    w.i64('Q', static_cast<int64_t>(p.a_scale) | (static_cast<int64_t>(p.b_scale) << 8) |
+                   (static_cast<int64_t>(static_cast<uint32_t>(p.a_zero_point)) << 16));
 }
 
 }  // namespace jitmm

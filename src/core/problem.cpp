@@ -29,7 +29,12 @@ std::string describe(const Problem& p) {
                   double(p.alpha), double(p.beta),
                   p.bias == BiasKind::none ? "none" : p.bias == BiasKind::per_column ? "column" : "row",
                   activation_name(p.activation));
-    return buf;
+    if (!p.quantized()) return buf;
+    static const char* const kScale[] = {"none", "tensor", "row", "column"};
+    char quant[96];
+    std::snprintf(quant, sizeof quant, " a_scale=%s b_scale=%s a_zero_point=%d", kScale[int(p.a_scale)],
+                  kScale[int(p.b_scale)], int(p.a_zero_point));
+    return std::string(buf) + quant;
 }
 
 }  // namespace jitmm

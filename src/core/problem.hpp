@@ -11,6 +11,8 @@ namespace jitmm {
 
 enum class Activation : int32_t { none = 0, relu, gelu_tanh, gelu_erf, silu };
 enum class BiasKind : int32_t { none = 0, per_column, per_row };
+// Quantization scales: A allows per_tensor and per_row, B per_tensor and per_column (validated).
+enum class ScaleMode : int32_t { none = 0, per_tensor, per_row, per_column };
 
 struct Problem {
     int64_t m = 0, n = 0, k = 0, batch = 1;
@@ -22,7 +24,10 @@ struct Problem {
     float alpha = 1.0f, beta = 0.0f;
     BiasKind bias = BiasKind::none;
     Activation activation = Activation::none;
+    ScaleMode a_scale = ScaleMode::none, b_scale = ScaleMode::none;  // int8 inputs, float c_type only
+    int32_t a_zero_point = 0;                                         // int8 A only
 
+    bool quantized() const { return a_scale != ScaleMode::none || b_scale != ScaleMode::none || a_zero_point != 0; }
     int64_t a_rows() const { return trans_a ? k : m; }   // as stored
     int64_t a_cols() const { return trans_a ? m : k; }
     int64_t b_rows() const { return trans_b ? n : k; }

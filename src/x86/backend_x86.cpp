@@ -2,11 +2,14 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "hw/cpu.hpp"
 #include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_plan.hpp"
+#include "plan/x86_lowp_plan.hpp"
 #include "x86/gemm_f32_dot_kernel.hpp"
 #include "x86/gemm_f32_kernel.hpp"
+#include "x86/gemm_lowp_kernel.hpp"
 
 #include <string>
 
@@ -60,6 +63,28 @@ struct DotF32Family {
     static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32_dot(p, r); }
 };
 
+// Low precision: int8 (AMX, VNNI, widened), bf16 (AMX, vdpbf16ps, via f32), f16 (via f32).
+struct LowpFamily {
+    using Recipe = plan::X86LowpPlan;
+    using KernelType = GemmLowpKernel;
+    static constexpr int kVersion = 1;
+    static const char* generator(const Recipe& r) {
+        const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
+        switch (r.layout.step) {
+            case plan::LowpStep::amx_int8: return "x86_int8_amx";
+            case plan::LowpStep::amx_bf16: return "x86_bf16_amx";
+            case plan::LowpStep::vnni_u8s8: return "x86_int8_vnni_avx512";
+            case plan::LowpStep::madd_s16: return zmm ? "x86_int8_s16_avx512" : "x86_int8_s16_avx2";
+            case plan::LowpStep::dot_bf16: return "x86_bf16_dot_avx512";
+            case plan::LowpStep::fma_f32:
+                if (r.layout.a_type == JITMM_DTYPE_F16) return zmm ? "x86_f16_f32_avx512" : "x86_f16_f32_avx2";
+                return zmm ? "x86_bf16_f32_avx512" : "x86_bf16_f32_avx2";
+        }
+        return "x86_lowp";
+    }
+    static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_lowp(p, r); }
+};
+
 class X86Backend final : public Backend {
 public:
     explicit X86Backend(const EngineOptions& o)
@@ -67,6 +92,10 @@ public:
           runner_(std::make_shared<ParallelRunner>(o.num_threads, o.parallel_for, o.parallel_for_ctx)) {
         const hw::CpuInfo& cpu = hw::cpu_info();
         isa_ = std::min(cpu.best_isa, o.max_isa);
+        // The probe asked for the tile permission once per process; a refusal leaves the best tier below amx.
+        if (cpu.amx_tile && cpu.best_isa < hw::X86Isa::amx && o.max_isa >= hw::X86Isa::amx)
+            verbose_log(std::string("cpu: AMX is present but not usable (") + cpu.amx_note +
+                        "); int8 and bf16 run at " + hw::isa_name(isa_));
         // The fingerprint names what changes generated code: the tier and the cache sizes the blocking uses.
         fingerprint_ = std::string("x86 isa=") + hw::isa_name(isa_) + " l1=" + std::to_string(cpu.l1d_bytes) +
                        " l2=" + std::to_string(cpu.l2_bytes) + " l3=" + std::to_string(cpu.l3_bytes);
@@ -76,6 +105,16 @@ public:
     const std::string& fingerprint() const override { return fingerprint_; }
 
     std::unique_ptr<Plan> plan(const Problem& p) const override {
+        if (plan::is_lowp_problem(p)) {
+            const std::string why = plan::lowp_unsupported_reason(p, hw::cpu_info(), isa_);
+            if (!why.empty())
+                fail(JITMM_STATUS_UNSUPPORTED, std::string("cpu (") + hw::isa_name(isa_) + "): no kernel for a_type=" +
+                                                   dtype_name_or_null(p.a_type) + " b_type=" +
+                                                   dtype_name_or_null(p.b_type) + " c_type=" +
+                                                   dtype_name_or_null(p.c_type) + ": " + why);
+            return std::make_unique<X86Plan<LowpFamily>>(
+                p, plan::plan_x86_lowp(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
+        }
         const bool all_f32 = p.a_type == JITMM_DTYPE_F32 && p.b_type == JITMM_DTYPE_F32 &&
                              p.c_type == JITMM_DTYPE_F32 && (p.bias == BiasKind::none || p.bias_type == JITMM_DTYPE_F32);
         if (!all_f32)
@@ -85,7 +124,8 @@ public:
                                                (p.bias != BiasKind::none
                                                     ? std::string(" bias_type=") + dtype_name_or_null(p.bias_type)
                                                     : std::string()) +
-                                               " (this build's x86 generators handle f32 only)");
+                                               " (x86 kernels take f32 inputs with f32 C and bias, or s8/u8, bf16, "
+                                               "f16 inputs)");
         if (isa_ < hw::X86Isa::avx2)
             fail(JITMM_STATUS_UNSUPPORTED, "cpu: this CPU has no AVX2+FMA (or the cap is below avx2); jitmm needs at "
                                            "least the avx2 tier");

@@ -1,0 +1,311 @@
+#include "plan/x86_lowp_plan.hpp"
+
+#include "core/dtype.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+namespace jitmm::plan {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+bool is_int8(jitmm_dtype t) { return t == JITMM_DTYPE_S8 || t == JITMM_DTYPE_U8; }
+bool is_half(jitmm_dtype t) { return t == JITMM_DTYPE_BF16 || t == JITMM_DTYPE_F16; }
+bool is_float_out(jitmm_dtype t) { return t == JITMM_DTYPE_F32 || is_half(t); }
+std::string name(jitmm_dtype t) { return dtype_name_or_null(t); }
+
+// AMX: one k step is a 64-byte row of an A tile.
+constexpr int64_t kAmxStepBytes = 64;
+constexpr int kEpilogueTemps = 3;  // activation scratch; conversions and loads reuse it
+
+struct TileShape {
+    int mr, nv;
+};
+constexpr TileShape kZmmTiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {12, 2}, {28, 1}, {2, 8}, {1, 12}};
+constexpr TileShape kYmmTiles[] = {{6, 2}, {5, 2}, {4, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
+
+// Scratch registers a step needs in the main loop beyond accumulators, B vectors and the broadcast.
+int step_temps(LowpStep s) { return s == LowpStep::madd_s16 ? 1 : 0; }
+
+bool tile_fits(TileShape t, LowpStep step, bool zmm) {
+    const int regs = zmm ? 32 : 15;  // AVX2 keeps its column mask in the 16th register
+    const int acc = t.mr * t.nv;
+    return acc + t.nv + 1 + step_temps(step) <= regs && acc + kEpilogueTemps <= regs;
+}
+
+// Estimated cycles per k group over the whole C: per tile the largest of the multiply issue (2 per
+// cycle), the load issue (2 per cycle), the B panel streaming from L2 (each k group brings nv vectors of
+// 4-byte columns, about 32 bytes per cycle) and the accumulator latency chain (4 cycles).
+double tile_cost(const Problem& p, TileShape t, LowpStep step, int vlen) {
+    const double tiles = double(ceil_div(p.m, t.mr)) * double(ceil_div(p.n, int64_t(t.nv) * vlen));
+    const double ops = t.mr * t.nv * (step == LowpStep::madd_s16 ? 2.0 : 1.0) / 2.0;
+    const double loads = (t.mr + t.nv) / 2.0;
+    const double stream = t.nv * vlen * 4 / 32.0;
+    return tiles * std::max({ops, loads, stream, 4.0});
+}
+
+TileShape choose_tile(const Problem& p, LowpStep step, bool zmm) {
+    TileShape best{0, 0};
+    double best_cost = 0;
+    auto consider = [&](TileShape t) {
+        if (!tile_fits(t, step, zmm)) return;
+        const double c = tile_cost(p, t, step, zmm ? 16 : 8);
+        if (best.mr == 0 || c < best_cost * 0.999 || (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv)) {
+            best = t;
+            best_cost = c;
+        }
+    };
+    if (zmm) for (TileShape t : kZmmTiles) consider(t);
+    else for (TileShape t : kYmmTiles) consider(t);
+    return best;
+}
+
+LowpStep choose_step(const Problem& p, hw::X86Isa isa) {
+    if (is_int8(p.a_type)) {
+        // Tiny products (up to 32 x 32 x 32) finish sooner on VNNI than the AMX tile configuration takes.
+        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 32.0 * 32 * 32;
+        if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8)) return LowpStep::amx_int8;
+        if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
+        return LowpStep::madd_s16;
+    }
+    if (p.a_type == JITMM_DTYPE_BF16) {
+        if (isa >= hw::X86Isa::amx) return LowpStep::amx_bf16;
+        // vdpbf16ps multiplies two pairs per lane but issues at a quarter of the FMA rate on the chips
+        // measured (Sapphire Rapids class: 107 GFLOP/s against 214 for f32 FMAs, 172 reached by fma_f32 on
+        // converted panels), so the converted path is the default; JITMM_X86_BF16_DOT=1 picks vdpbf16ps.
+        const char* dot = std::getenv("JITMM_X86_BF16_DOT");
+        if (isa >= hw::X86Isa::avx512_bf16 && dot != nullptr && dot[0] == '1') return LowpStep::dot_bf16;
+    }
+    return LowpStep::fma_f32;
+}
+
+// The packed element type equals A's own: the kernel can read A where it lies.
+bool a_readable_in_place(const Problem& p, LowpStep step) {
+    switch (step) {
+        case LowpStep::amx_int8: case LowpStep::amx_bf16: case LowpStep::dot_bf16: return true;
+        case LowpStep::vnni_u8s8: return p.a_type == JITMM_DTYPE_U8;
+        case LowpStep::madd_s16: case LowpStep::fma_f32: return false;
+    }
+    return false;
+}
+
+}  // namespace
+
+const char* step_name(LowpStep s) {
+    switch (s) {
+        case LowpStep::amx_int8: return "amx_int8";
+        case LowpStep::amx_bf16: return "amx_bf16";
+        case LowpStep::vnni_u8s8: return "vnni_u8s8";
+        case LowpStep::madd_s16: return "madd_s16";
+        case LowpStep::dot_bf16: return "dot_bf16";
+        case LowpStep::fma_f32: return "fma_f32";
+    }
+    return "?";
+}
+
+bool is_lowp_problem(const Problem& p) {
+    return is_int8(p.a_type) || is_int8(p.b_type) || is_half(p.a_type) || is_half(p.b_type);
+}
+
+std::string lowp_unsupported_reason(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
+    const std::string combo = name(p.a_type) + "*" + name(p.b_type) + "->" + name(p.c_type);
+    if (isa < hw::X86Isa::avx2) return "the tier is below avx2";
+    const bool int8 = is_int8(p.a_type) && is_int8(p.b_type);
+    const bool half = is_half(p.a_type) && p.a_type == p.b_type;
+    if (!int8 && !half)
+        return "no x86 kernel multiplies " + name(p.a_type) + " by " + name(p.b_type) +
+               " (supported: s8/u8 x s8/u8, bf16 x bf16, f16 x f16)";
+    if (int8 ? !(is_float_out(p.c_type) || p.c_type == JITMM_DTYPE_S32) : !is_float_out(p.c_type))
+        return "no x86 kernel for " + combo + " (c_type: f32, bf16, f16" + (int8 ? ", s32)" : ")");
+    if ((p.a_type == JITMM_DTYPE_F16 || p.c_type == JITMM_DTYPE_F16 ||
+         (p.bias != BiasKind::none && p.bias_type == JITMM_DTYPE_F16)) &&
+        !cpu.f16c)
+        return "f16 needs F16C, which this CPU lacks";
+    if (p.bias != BiasKind::none && p.bias_type != p.c_type && p.bias_type != JITMM_DTYPE_F32)
+        return "bias_type " + name(p.bias_type) + " with " + combo + " (bias_type: f32 or the c_type)";
+    if (p.c_type == JITMM_DTYPE_S32) {
+        // s32 C keeps the exact integer sum: only what integer arithmetic does exactly.
+        if (p.alpha != 1.0f || (p.beta != 0.0f && p.beta != 1.0f))
+            return combo + " computes exactly in integers: alpha must be 1 and beta 0 or 1 (use an f32 c_type "
+                           "with scales to dequantize)";
+        if (p.activation != Activation::none && p.activation != Activation::relu)
+            return combo + ": only relu is exact on s32 (use an f32 c_type for " +
+                   activation_name(p.activation) + ")";
+        if (p.bias != BiasKind::none && p.bias_type != JITMM_DTYPE_S32)
+            return combo + ": the bias must be s32 (bias_type " + name(p.bias_type) + ")";
+    }
+    return "";
+}
+
+namespace {
+
+// C^T = B A^T for few rows: B (stored N x K) goes into the A tiles as it lies and streams once, A is packed like
+// a B. Measured on 4096 x 4096 weights: 2x oneDNN at 1-32 rows, 1.4-1.7x at 64-128, still ahead of the normal
+// order at 256 (bf16 10.9 against 14.9 ms), even at 512. B's row stride must be whole cache lines (a
+// misaligned base is copied at run time), and there must be no compensation term.
+constexpr int64_t kSwapMaxRows = 256;
+
+bool swap_fits(const Problem& p, LowpStep step) {
+    const int64_t b_row_bytes = p.ldb * dtype_size(p.b_type);
+    return step_is_amx(step) && p.trans_b && p.m <= kSwapMaxRows && p.n >= 64 && p.a_zero_point == 0 &&
+           b_row_bytes % 64 == 0;
+}
+
+X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int num_threads) {
+    X86LowpPlan plan;
+    L.swap_ab = true;
+    std::swap(L.a_type, L.b_type);
+    L.mr = 32;
+    L.nv = 2;
+    L.k_unroll = 1;
+    const int esz = step_elem_bytes(L.step);
+    // One K block: the packed A panel (K x 32) stays in L2 while B's rows stream past once.
+    plan.kc = round_up(p.k, kAmxStepBytes / esz);
+    plan.nc = round_up(p.m, 32);
+    plan.mc = round_up(p.n, 32);
+    plan.pack_a = false;
+    plan.a_panel_ld = (round_up(plan.kc * esz, 64) + 64) / esz;
+    L.acc_ld = plan.nc * 4 + 64;
+    plan.layout = L;
+    // Threads split N (the tile rows here).
+    int threads = std::max(1, num_threads);
+    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, p.flops() / 16.0e6)));
+    plan.threads = threads;
+    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    plan.m_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(32)), per_batch));
+    plan.n_chunks = 1;
+    return plan;
+}
+
+}  // namespace
+
+X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
+    X86LowpPlan plan;
+    LowpLayout& L = plan.layout;
+    L.step = choose_step(p, isa);
+    L.isa = isa >= hw::X86Isa::avx512 ? isa : hw::X86Isa::avx2;
+    L.a_type = p.a_type;
+    L.b_type = p.b_type;
+    L.c_type = p.c_type;
+    L.bias_type = p.bias == BiasKind::none ? p.c_type : p.bias_type;
+    L.ldc = p.ldc;
+    L.alpha = p.alpha;
+    L.beta = p.beta;
+    L.bias = p.bias;
+    L.activation = p.activation;
+    L.a_scale = p.a_scale;
+    L.b_scale = p.b_scale;
+    L.int_epilogue = p.c_type == JITMM_DTYPE_S32;
+    // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
+    // of B's column sums.
+    const bool shifted = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8;
+    L.compensate = shifted || p.a_zero_point != 0;
+    if (swap_fits(p, L.step)) return plan_swapped(p, L, num_threads);
+
+    const int g = step_group(L.step);
+    const int esz = step_elem_bytes(L.step);
+    const int64_t l1 = cpu.l1d_bytes > 0 ? cpu.l1d_bytes : 32 * 1024;
+    const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
+    const bool amx = step_is_amx(L.step);
+
+    int64_t kc_unit = 0;    // kc is a multiple of it
+    int64_t kc_limit = 0;   // elements: the A tile (mr x kc) stays in L1 while the B panels stream past it
+    if (amx) {
+        L.mr = 32;
+        L.nv = 2;
+        L.k_unroll = 1;
+        kc_unit = kAmxStepBytes / esz;
+        // The A tile (32 rows of kc) stays in L1 while B tiles stream from L2 past it (loaded with the T1
+        // hint, which keeps them from evicting A): 32 KB of A measured best on a 48 KB L1 (bf16 2.5 TFLOP/s
+        // per call at kc 512, 2.0 at 1024 where A no longer fits).
+        kc_limit = std::max<int64_t>(kc_unit, std::min<int64_t>(1024, l1 * 2 / 3 / L.mr) / esz);
+    } else {
+        const TileShape t = choose_tile(p, L.step, L.isa >= hw::X86Isa::avx512);
+        L.mr = t.mr;
+        L.nv = t.nv;
+        L.k_unroll = 4;
+        kc_unit = int64_t(g) * L.k_unroll;
+        kc_limit = std::max<int64_t>(kc_unit, l1 / 2 / (int64_t(L.mr) * esz));
+    }
+    // JITMM_X86_LOWP_KC forces the K block limit (elements): a tuning knob, not for production.
+    if (const char* forced = std::getenv("JITMM_X86_LOWP_KC"))
+        kc_limit = std::max<int64_t>(kc_unit, std::atoll(forced));
+    const int64_t k_blocks = ceil_div(p.k, kc_limit);
+    plan.kc = round_up(ceil_div(p.k, k_blocks), kc_unit);
+    if (k_blocks == 1) plan.kc = round_up(p.k, kc_unit);
+    const int64_t kc_groups = ceil_div(plan.kc, g);
+    const int64_t nr = plan.nr();
+    // The packed B block (kc x nc) streams from L2 once per row tile: a quarter of L2 (measured: AMX calls
+    // slow down 3x once the B block passes ~60% of a 2 MB L2 and spills to L3).
+    plan.nc = std::max<int64_t>(nr, (l2 / 4) / (kc_groups * 4) / nr * nr);
+    if (const char* forced = std::getenv("JITMM_X86_LOWP_NC"))  // tuning knobs, like JITMM_X86_LOWP_KC
+        plan.nc = std::max<int64_t>(nr, std::atoll(forced) / nr * nr);
+    plan.nc = std::min(plan.nc, round_up(p.n, nr));
+    // With several K blocks the partial sums of mc x nc live in a strip that must stay in L2 beside the B
+    // block: an eighth of L2. Its rows are padded by a cache line so that a tile's 16 rows do not share
+    // one L1 set (a power-of-two row would put all 16 in one 12-way set).
+    L.acc_ld = round_up(plan.nc, nr) * 4 + 64;
+    plan.mc = std::max<int64_t>(L.mr, (l2 / 8) / L.acc_ld / L.mr * L.mr);
+    if (const char* forced = std::getenv("JITMM_X86_LOWP_MC"))
+        plan.mc = std::max<int64_t>(L.mr, std::atoll(forced) / L.mr * L.mr);
+
+    // A in place when the kernel can read it: same element type, not transposed, no K tail within a k group
+    // (AMX: within a 64-byte step, since a tile row is read whole), displacements within 32 bits.
+    const int64_t k_multiple = amx ? kc_unit : g;
+    const int64_t a_row_bytes = p.lda * dtype_size(p.a_type);
+    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || p.k % k_multiple != 0 ||
+                  int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
+    // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows an even number of cache
+    // lines apart (every power-of-two K) crowd into half the L1 sets or fewer and evict each other. Packing
+    // copies them to rows one line apart from whole lines, which spreads them over every set.
+    if (amx && (a_row_bytes % 64 != 0 || (a_row_bytes / 64) % 2 == 0)) plan.pack_a = true;
+    // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
+    // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned
+    // (a tile row split across cache lines loads several times slower), so it always has a panel ready.
+    plan.a_panel_ld = (round_up(plan.kc * esz, 64) + 64) / esz;
+    L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
+    if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
+
+    // Threads: enough work for each (an AMX core does a 16x16x64 int8 tile product in 16 cycles, so it needs
+    // far more work per thread than the vector steps to pay for the fan-out), tile-aligned chunks, N first
+    // (each thread then packs only its own part of B).
+    const double per_thread = amx ? 16.0e6 : 2.0e6;
+    int threads = std::max(1, num_threads);
+    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, p.flops() / per_thread)));
+    plan.threads = threads;
+    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    plan.n_chunks = static_cast<int>(std::min(ceil_div(p.n, nr), per_batch));
+    plan.m_chunks = static_cast<int>(std::min(ceil_div(p.m, int64_t(L.mr)), ceil_div(per_batch, plan.n_chunks)));
+    return plan;
+}
+
+std::string X86LowpPlan::describe() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s threads=%d split=%dx%d",
+                  hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
+                  static_cast<long long>(mc), static_cast<long long>(nc),
+                  layout.swap_ab ? "swapAB" : pack_a ? "packA" : "directA",
+                  layout.compensate ? " comp" : "", threads, m_chunks, n_chunks);
+    return buf;
+}
+
+void X86LowpPlan::append_key(KeyWriter& w) const {
+    const LowpLayout& L = layout;
+    w.i64('I', static_cast<int64_t>(L.isa)).i64('S', static_cast<int64_t>(L.step));
+    w.i64('T', L.a_type | (L.b_type << 8) | (L.c_type << 16) | (int64_t(L.bias_type) << 24));
+    w.i64('r', L.mr).i64('v', L.nv).i64('u', L.k_unroll);
+    w.i64('l', L.a_row_bytes).i64('g', L.acc_ld).i64('c', L.ldc);
+    w.f32('A', L.alpha).f32('E', L.beta);
+    w.i64('e', static_cast<int64_t>(L.bias) | (static_cast<int64_t>(L.activation) << 8));
+    w.i64('Q', static_cast<int64_t>(L.a_scale) | (static_cast<int64_t>(L.b_scale) << 8) |
+                   (L.compensate ? 1 << 16 : 0) | (L.int_epilogue ? 1 << 17 : 0) | (L.swap_ab ? 1 << 18 : 0));
+    w.i64('K', kc).i64('M', mc).i64('N', nc).i64('p', (pack_a ? 1 : 0) | (a_panel_ld << 1));
+    w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
+}
+
+}  // namespace jitmm::plan

@@ -1,0 +1,101 @@
+// The x86 low-precision planner: int8 (s8/u8), bf16 and f16 inputs. From a Problem and the tier the engine
+// runs at, it picks how the microkernel multiplies (the "step": AMX tiles, VNNI, widened int8, bf16 dot
+// products, or f32 FMAs on converted inputs), the tile shape, the K and N blocks and the thread partition.
+// Everything here goes into the kernel key.
+//
+// Tiers and steps (the best the tier allows; a tier the CPU lacks is never planned for):
+//   int8  amx: tdpbusd/tdpbssd/tdpbsud/tdpbuud   avx512_vnni+: vpdpbusd (B s8; s8 A shifted by +128)
+//         avx512 / avx2 (and u8 B below amx): widened to s16, vpmaddwd + vpaddd (exact)
+//   bf16  amx: tdpbf16ps   below: converted to f32, vfmadd231ps (avx512_bf16+ with JITMM_X86_BF16_DOT=1:
+//         vdpbf16ps, which issues at half the f32 FMA's flop rate on the chips measured)
+//   f16   every tier: converted to f32 (F16C semantics), vfmadd231ps
+// Every transpose of A and B is supported: B is always packed, A is packed whenever the kernel cannot read
+// it in place (transposed, converted, or a K tail inside a k group). The exception, AMX with up to 256 rows
+// and B stored N x K (a Linear layer's weights): the roles swap (LowpLayout::swap_ab) and B is read in place.
+#pragma once
+
+#include "core/key.hpp"
+#include "core/problem.hpp"
+#include "hw/cpu.hpp"
+
+#include <string>
+
+namespace jitmm::plan {
+
+// How the microkernel multiplies one k group of packed A by packed B.
+enum class LowpStep : int32_t {
+    amx_int8 = 0,  // 16x16 s32 tiles, k groups of 4 bytes (VNNI-4)
+    amx_bf16,      // 16x16 f32 tiles, k groups of 2 bf16
+    vnni_u8s8,     // vpdpbusd: u8 (A) x s8 (B), k groups of 4
+    madd_s16,      // vpmaddwd + vpaddd on int8 widened to s16, k groups of 2
+    dot_bf16,      // vdpbf16ps, k groups of 2 bf16
+    fma_f32,       // vfmadd231ps on bf16/f16 converted to f32 when packed, k groups of 1
+};
+
+const char* step_name(LowpStep s);
+inline bool step_is_amx(LowpStep s) { return s == LowpStep::amx_int8 || s == LowpStep::amx_bf16; }
+inline bool step_is_int(LowpStep s) {
+    return s == LowpStep::amx_int8 || s == LowpStep::vnni_u8s8 || s == LowpStep::madd_s16;
+}
+// Elements of one k group (what one dword of a packed A row holds) and the packed element size.
+inline int step_group(LowpStep s) {
+    switch (s) {
+        case LowpStep::amx_int8: case LowpStep::vnni_u8s8: return 4;
+        case LowpStep::amx_bf16: case LowpStep::madd_s16: case LowpStep::dot_bf16: return 2;
+        case LowpStep::fma_f32: return 1;
+    }
+    return 1;
+}
+inline int step_elem_bytes(LowpStep s) { return 4 / step_group(s); }
+
+// What the generated code bakes in.
+struct LowpLayout {
+    hw::X86Isa isa = hw::X86Isa::avx512;  // avx2: ymm; higher tiers: zmm (and tiles for amx steps)
+    LowpStep step = LowpStep::fma_f32;
+    jitmm_dtype a_type = JITMM_DTYPE_BF16, b_type = JITMM_DTYPE_BF16, c_type = JITMM_DTYPE_F32;
+    jitmm_dtype bias_type = JITMM_DTYPE_F32;
+    int mr = 6;                  // rows of a full tile (AMX: 32)
+    int nv = 4;                  // vectors across a full tile (AMX: 2 tiles of 16 columns)
+    int64_t a_row_bytes = 0;     // vector steps: bytes between rows of the A tile the kernel reads
+    int64_t acc_ld = 0;          // bytes between rows of the K-block accumulator strip
+    int64_t ldc = 0;             // elements
+    float alpha = 1, beta = 0;
+    BiasKind bias = BiasKind::none;
+    Activation activation = Activation::none;
+    ScaleMode a_scale = ScaleMode::none, b_scale = ScaleMode::none;
+    bool compensate = false;     // int8: subtract comp[j] = (shift + zero point) * column sum of B
+    bool int_epilogue = false;   // s32 C: exact integer epilogue (no float conversion)
+    // AMX with few rows and B stored N x K: the tiles compute C^T = B A^T, so that B's rows feed the A tiles in
+    // place (no B packing; only the rows of A are packed), and the epilogue reads the block transposed.
+    // a_type/b_type then name the tile operands (B's type, A's type); tile rows run over N, columns over M.
+    bool swap_ab = false;
+    int k_unroll = 4;            // vector steps: k groups per loop iteration
+
+    int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
+    int nr() const { return nv * (step_is_amx(step) ? 16 : vlen()); }
+};
+
+struct X86LowpPlan {
+    LowpLayout layout;
+    int64_t kc = 0;              // K block in elements (a multiple of the k group; AMX: of the 64-byte k step)
+    int64_t nc = 0;              // N block: a multiple of nr; B is packed for all of K per N block
+    int64_t mc = 0;              // M block (a multiple of mr) that goes through every K block before the next
+    bool pack_a = false;         // A copied (and converted) into [mr][a_panel_ld] panels before use
+    int64_t a_panel_ld = 0;      // packed A row stride in packed elements (AMX: also for an A found misaligned)
+    int threads = 1;
+    int m_chunks = 1, n_chunks = 1;
+
+    int nr() const { return layout.nr(); }
+    int64_t k_blocks(int64_t k) const { return (k + kc - 1) / kc; }
+    std::string describe() const;
+    void append_key(KeyWriter& w) const;
+};
+
+// True for problems this planner owns: s8/u8, bf16 or f16 inputs.
+bool is_lowp_problem(const Problem& p);
+// Empty when a kernel exists for p at tier isa, else why not (for an UNSUPPORTED message).
+std::string lowp_unsupported_reason(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa);
+// Requires lowp_unsupported_reason(p, cpu, isa) to be empty.
+X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
+
+}  // namespace jitmm::plan

@@ -1,0 +1,316 @@
+#include "x86/gemm_amx_generator.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <list>
+#include <string>
+
+namespace jitmm::x86 {
+
+namespace {
+
+using plan::LowpStep;
+using Xbyak::Tmm;
+
+constexpr int kTile = 16;           // rows and 32-bit columns of a C tile
+constexpr int kStepBytes = 64;      // bytes of K in one A tile row
+constexpr int kBPanelRow = 128;     // bytes of one k group across the 32-column B panel
+constexpr int kBlockRowBytes = 128; // the stack block the epilogue reads: 32 columns of 32-bit sums
+
+Tmm c_tile(int i, int j) { return Tmm(2 * i + j); }
+Tmm a_tile(int i) { return Tmm(4 + i); }
+Tmm b_tile(int j) { return Tmm(6 + j); }
+
+// Register plan (System V): rdi = A rows 0-15, r9 = A rows 16-31, r8 = A row stride, rsi = B panel,
+// r10 = B row stride, rdx = C, rcx = args, rax = K-step counter. After the main loop the epilogue owns
+// r8-r11 and the loop over the rows uses rdi (count), rsi (block row) and rdx (C row).
+class AmxEmitter : public Xbyak::CodeGenerator {
+public:
+    AmxEmitter(const plan::LowpLayout& layout, uint8_t* buffer, size_t capacity)
+        : Xbyak::CodeGenerator(capacity, buffer), L_(layout), pool_(*this), epilogue_(*this, pool_, L_) {}
+
+    // ---- the tile configuration of one variant, and the stub that loads it ------------------------------
+    size_t emit_config_stub(const LowpVariant& v) {
+        configs_.emplace_back();
+        configs_.back().rows = v.rows;
+        configs_.back().cols = v.cols;
+        align(16);
+        const size_t entry = getSize();
+        ldtilecfg(ptr[rip + configs_.back().label]);
+        ret();
+        return entry;
+    }
+
+    size_t emit_release_stub() {
+        align(16);
+        const size_t entry = getSize();
+        tilerelease();
+        ret();
+        return entry;
+    }
+
+    size_t emit_variant(const LowpVariant& v) {
+        align(16);
+        const size_t entry = getSize();
+        tm_ = v.rows > kTile ? 2 : 1;
+        tn_ = v.cols > kTile ? 2 : 1;
+        rows_ = v.rows;
+        cols_ = v.cols;
+        // The epilogue's vectors run along C's rows: tile columns, or tile rows when the roles are swapped.
+        tail_ = (L_.swap_ab ? v.rows : v.cols) % kTile;
+        epilogue_.set_tail(tail_);
+        if (v.first) {
+            for (int i = 0; i < tm_; ++i)
+                for (int j = 0; j < tn_; ++j) tilezero(c_tile(i, j));
+        } else {
+            strip(/*load=*/true);
+        }
+        main_loop((v.k_len * plan::step_elem_bytes(L_.step) + kStepBytes - 1) / kStepBytes);
+        if (!v.last) strip(/*load=*/false);
+        else if (amx_direct_store(L_)) store_direct();
+        else if (L_.swap_ab) epilogue_transposed();
+        else epilogue();
+        ret();
+        return entry;
+    }
+
+    void finish() {
+        // Tile configurations: 64 bytes each (palette 1; bytes per row at 16 + 2t, rows at 48 + t).
+        for (auto& c : configs_) {
+            align(64);
+            L(c.label);
+            uint8_t cfg[64] = {};
+            cfg[0] = 1;
+            const int tm = c.rows > kTile ? 2 : 1, tn = c.cols > kTile ? 2 : 1;
+            auto set = [&](int tile, int rows, int bytes) {
+                cfg[16 + 2 * tile] = static_cast<uint8_t>(bytes & 0xff);
+                cfg[17 + 2 * tile] = static_cast<uint8_t>(bytes >> 8);
+                cfg[48 + tile] = static_cast<uint8_t>(rows);
+            };
+            for (int i = 0; i < tm; ++i) {
+                const int rows = std::min(kTile, c.rows - kTile * i);
+                set(a_tile(i).getIdx(), rows, kStepBytes);
+                for (int j = 0; j < tn; ++j) set(c_tile(i, j).getIdx(), rows, std::min(kTile, c.cols - kTile * j) * 4);
+            }
+            for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), kTile, std::min(kTile, c.cols - kTile * j) * 4);
+            for (uint8_t byte : cfg) db(byte);
+        }
+        emit_gather_index();
+        epilogue_.emit_tables();
+        pool_.emit();
+    }
+
+private:
+    // ---- the K-block accumulator strip ----------------------------------------------------------------------
+    void strip(bool load) {
+        mov(r11, ptr[rcx + kArgAcc]);
+        mov(rax, L_.acc_ld);
+        for (int i = 0; i < tm_; ++i)
+            for (int j = 0; j < tn_; ++j) {
+                const auto addr = ptr[r11 + rax + i * kTile * L_.acc_ld + j * kTile * 4];
+                if (load) tileloadd(c_tile(i, j), addr);
+                else tilestored(addr, c_tile(i, j));
+            }
+    }
+
+    // ---- main loop: one 64-byte K step per iteration ---------------------------------------------------------
+    void multiply(const Tmm& c, const Tmm& a, const Tmm& b) {
+        if (L_.step == LowpStep::amx_bf16) {
+            tdpbf16ps(c, a, b);
+            return;
+        }
+        const bool a_signed = L_.a_type == JITMM_DTYPE_S8, b_signed = L_.b_type == JITMM_DTYPE_S8;
+        if (a_signed && b_signed) tdpbssd(c, a, b);
+        else if (a_signed) tdpbsud(c, a, b);
+        else if (b_signed) tdpbusd(c, a, b);
+        else tdpbuud(c, a, b);
+    }
+
+    void main_loop(int64_t steps) {
+        mov(r8, ptr[rcx + kArgAStride]);
+        if (tm_ == 2) {
+            mov(r9, r8);
+            shl(r9, 4);
+            add(r9, rdi);
+        }
+        mov(r10, kBPanelRow);
+        Xbyak::Label loop;
+        mov(rax, steps);
+        L(loop);
+        tileloadd(a_tile(0), ptr[rdi + r8]);
+        tileloaddt1(b_tile(0), ptr[rsi + r10]);
+        multiply(c_tile(0, 0), a_tile(0), b_tile(0));
+        if (tn_ == 2) {
+            tileloaddt1(b_tile(1), ptr[rsi + r10 + kTile * 4]);
+            multiply(c_tile(0, 1), a_tile(0), b_tile(1));
+        }
+        if (tm_ == 2) {
+            tileloadd(a_tile(1), ptr[r9 + r8]);
+            multiply(c_tile(1, 0), a_tile(1), b_tile(0));
+            if (tn_ == 2) multiply(c_tile(1, 1), a_tile(1), b_tile(1));
+        }
+        add(rdi, kStepBytes);
+        if (tm_ == 2) add(r9, kStepBytes);
+        add(rsi, kTile * kBPanelRow);  // 16 k groups
+        dec(rax);
+        jnz(loop, T_NEAR);
+    }
+
+    // ---- last K block: straight into C, or through the stack block and the vector epilogue ---------------------
+    void store_direct() {
+        const int64_t row_bytes = L_.ldc * dtype_size(L_.c_type);
+        mov(rax, row_bytes);
+        if (tm_ == 2) {
+            mov(r11, row_bytes * kTile);
+            add(r11, rdx);
+        }
+        for (int i = 0; i < tm_; ++i)
+            for (int j = 0; j < tn_; ++j) tilestored(ptr[(i == 0 ? rdx : r11) + rax + j * kTile * 4], c_tile(i, j));
+    }
+
+    void epilogue() {
+        push(rbp);
+        mov(rbp, rsp);
+        sub(rsp, 2 * kTile * kBlockRowBytes);
+        and_(rsp, -64);
+        mov(rax, kBlockRowBytes);
+        for (int i = 0; i < tm_; ++i)
+            for (int j = 0; j < tn_; ++j)
+                tilestored(ptr[rsp + rax + i * kTile * kBlockRowBytes + j * kTile * 4], c_tile(i, j));
+        epilogue_.load_pointers();
+        const int64_t c_size = dtype_size(L_.c_type);
+        const int64_t c_row = L_.ldc * c_size;
+        const Xbyak::Zmm t0(2), t1(3), t2(4);
+        mov(rdi, rows_);
+        mov(rsi, rsp);
+        mov(rax, c_row);
+        Xbyak::Label row;
+        L(row);
+        for (int j = 0; j < tn_; ++j) {
+            const Xbyak::Zmm v(j);
+            vmovups(v, ptr[rsi + j * kTile * 4]);
+            epilogue_.apply(v, 0, j, tail_ != 0 && j == tn_ - 1, rdx + j * kTile * c_size, t0, t1, t2);
+        }
+        add(rsi, kBlockRowBytes);
+        add(rdx, rax);
+        if (L_.bias == BiasKind::per_row) add(r8, static_cast<uint32_t>(dtype_size(L_.bias_type)));
+        if (L_.a_scale == ScaleMode::per_row) add(r11, 4);
+        dec(rdi);
+        jnz(row, T_NEAR);
+        mov(rsp, rbp);
+        pop(rbp);
+        vzeroupper();
+    }
+
+    // Swapped roles: the block holds C^T (rows n, columns m). Each C row m gathers its 16-column vectors from a
+    // column of the block (stride one block row), then takes the same epilogue as ever and a plain store.
+    void epilogue_transposed() {
+        push(rbp);
+        mov(rbp, rsp);
+        sub(rsp, 2 * kTile * kBlockRowBytes);
+        and_(rsp, -64);
+        mov(rax, kBlockRowBytes);
+        for (int i = 0; i < tm_; ++i)
+            for (int j = 0; j < tn_; ++j)
+                tilestored(ptr[rsp + rax + i * kTile * kBlockRowBytes + j * kTile * 4], c_tile(i, j));
+        epilogue_.load_pointers();
+        const int64_t c_size = dtype_size(L_.c_type);
+        const Xbyak::Zmm index(5), t0(2), t1(3), t2(4);
+        vmovups(index, ptr[rip + gather_index_]);
+        need_gather_index_ = true;
+        mov(rdi, cols_);
+        mov(rsi, rsp);
+        mov(rax, L_.ldc * c_size);
+        Xbyak::Label row;
+        L(row);
+        for (int i = 0; i < tm_; ++i) {  // vectors along n: block rows 16i .. 16i + 15
+            const Xbyak::Zmm v(i);
+            const bool tail = tail_ != 0 && i == tm_ - 1;
+            if (tail) kmovw(k3, k1);
+            else kxnorw(k3, k3, k3);
+            vpxord(v, v, v);
+            vpgatherdd(v | k3, ptr[rsi + index + i * kTile * kBlockRowBytes]);
+            epilogue_.apply(v, 0, i, tail, rdx + i * kTile * c_size, t0, t1, t2);
+        }
+        add(rsi, 4);
+        add(rdx, rax);
+        if (L_.bias == BiasKind::per_row) add(r8, static_cast<uint32_t>(dtype_size(L_.bias_type)));
+        if (L_.a_scale == ScaleMode::per_row) add(r11, 4);
+        dec(rdi);
+        jnz(row, T_NEAR);
+        mov(rsp, rbp);
+        pop(rbp);
+        vzeroupper();
+    }
+
+public:
+    void emit_gather_index() {
+        if (!need_gather_index_) return;
+        align(64);
+        L(gather_index_);
+        for (int lane = 0; lane < kTile; ++lane) dd(static_cast<uint32_t>(lane * kBlockRowBytes));
+    }
+
+private:
+    bool need_gather_index_ = false;
+    Xbyak::Label gather_index_;
+
+    struct Config {
+        int rows = 0, cols = 0;
+        Xbyak::Label label;  // referenced before it is placed: kept at a stable address (std::list)
+    };
+
+    const plan::LowpLayout L_;
+    ConstantPool pool_;
+    LowpEpilogue epilogue_;
+    std::list<Config> configs_;
+    int tm_ = 1, tn_ = 1, rows_ = 0, cols_ = 0, tail_ = 0;
+};
+
+}  // namespace
+
+bool amx_direct_store(const plan::LowpLayout& L) {
+    if (L.swap_ab) return false;  // the block is C^T
+    if (L.compensate || L.bias != BiasKind::none || L.activation != Activation::none || L.beta != 0.0f) return false;
+    if (L.int_epilogue) return true;
+    return L.step == LowpStep::amx_bf16 && L.c_type == JITMM_DTYPE_F32 && L.alpha == 1.0f &&
+           L.a_scale == ScaleMode::none && L.b_scale == ScaleMode::none;
+}
+
+LowpCode generate_amx(const plan::LowpLayout& layout, const std::vector<LowpVariant>& variants) {
+    if (!plan::step_is_amx(layout.step) || layout.mr != 2 * kTile || layout.nr() != 2 * kTile)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "amx generator: the layout is not a 32 x 32 AMX tile");
+    if (int64_t(kTile) * layout.acc_ld >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "amx generator: strip offsets exceed 32-bit displacements");
+    size_t capacity = 8192;
+    for (const auto& v : variants) {
+        if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > layout.nr() || v.k_len < 1)
+            fail(JITMM_STATUS_INTERNAL_ERROR, "amx generator: variant outside the tile");
+        capacity += 4096 + 64;
+    }
+    for (int attempt = 0;; ++attempt) {
+        std::vector<uint8_t> buffer(capacity);
+        try {
+            AmxEmitter emitter(layout, buffer.data(), buffer.size());
+            LowpCode out;
+            for (const auto& v : variants) {
+                out.config_entries.push_back(emitter.emit_config_stub(v));
+                out.entries.push_back(emitter.emit_variant(v));
+            }
+            out.release_entry = emitter.emit_release_stub();
+            emitter.finish();
+            out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
+            return out;
+        } catch (const Xbyak::Error& e) {
+            if (static_cast<int>(e) == Xbyak::ERR_CODE_IS_TOO_BIG && attempt < 3) {
+                capacity *= 2;
+                continue;
+            }
+            fail(JITMM_STATUS_JIT_FAILED, std::string("amx generator: xbyak: ") + e.what());
+        }
+    }
+}
+
+}  // namespace jitmm::x86

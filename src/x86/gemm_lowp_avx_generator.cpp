@@ -1,0 +1,197 @@
+#include "x86/gemm_lowp_avx_generator.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace jitmm::x86 {
+
+namespace {
+
+using plan::LowpStep;
+using Xbyak::Reg64;
+using Xbyak::Xmm;
+
+// Register plan (System V): rdi = A, rsi = B panel, rdx = C, rcx = args; r8 = K-loop counter; rax = C row
+// cursor (and the strip); vector registers: accumulators, then the B vectors, the broadcast and the step's
+// scratch. The epilogue reuses the B registers as its scratch.
+class LowpAvxEmitter : public Xbyak::CodeGenerator {
+public:
+    LowpAvxEmitter(const plan::LowpLayout& layout, uint8_t* buffer, size_t capacity)
+        : Xbyak::CodeGenerator(capacity, buffer),
+          L_(layout),
+          zmm_(layout.isa >= hw::X86Isa::avx512),
+          vlen_(layout.vlen()),
+          nr_(layout.nr()),
+          pool_(*this),
+          epilogue_(*this, pool_, L_) {}
+
+    size_t emit_variant(const LowpVariant& v) {
+        align(16);
+        const size_t entry = getSize();
+        begin_variant(v);
+        if (v.first) zero_accumulators();
+        else strip(/*load=*/true);
+        k_loop((v.k_len + plan::step_group(L_.step) - 1) / plan::step_group(L_.step));
+        if (v.last) epilogue();
+        else strip(/*load=*/false);
+        vzeroupper();
+        ret();
+        return entry;
+    }
+
+    void finish() {
+        epilogue_.emit_tables();
+        pool_.emit();
+    }
+
+private:
+    // ---- register allocation for one variant --------------------------------------------------------------
+    void begin_variant(const LowpVariant& v) {
+        rows_ = v.rows;
+        nvec_ = (v.cols + vlen_ - 1) / vlen_;
+        tail_ = v.cols % vlen_;
+        b_base_ = rows_ * nvec_;
+        bcast_ = b_base_ + nvec_;
+        epilogue_.set_tail(tail_);
+    }
+    Xmm vreg(int i) const { return zmm_ ? Xmm(Xbyak::Operand::ZMM, i) : Xmm(Xbyak::Operand::YMM, i); }
+    Xmm acc(int i, int j) const { return vreg(i * nvec_ + j); }
+    Xmm bvec(int j) const { return vreg(b_base_ + j); }
+    Xmm bcast() const { return vreg(bcast_); }
+    Xmm step_temp() const { return vreg(bcast_ + 1); }
+    bool is_tail_vector(int j) const { return tail_ != 0 && j == nvec_ - 1; }
+    int vector_bytes() const { return vlen_ * 4; }
+
+    void zero_accumulators() {
+        for (int i = 0; i < rows_; ++i)
+            for (int j = 0; j < nvec_; ++j) {
+                if (zmm_) vpxord(acc(i, j), acc(i, j), acc(i, j));
+                else vpxor(acc(i, j), acc(i, j), acc(i, j));
+            }
+    }
+
+    // The K-block accumulator strip: whole vectors (the strip is padded to whole tiles).
+    void strip(bool load) {
+        mov(rax, ptr[rcx + kArgAcc]);
+        for (int i = 0; i < rows_; ++i)
+            for (int j = 0; j < nvec_; ++j) {
+                const auto addr = ptr[rax + i * L_.acc_ld + j * vector_bytes()];
+                if (load) vmovups(acc(i, j), addr);
+                else vmovups(addr, acc(i, j));
+            }
+    }
+
+    // ---- main loop: per k group, the B row's vectors times each row's broadcast A dword -------------------
+    int64_t b_group_bytes() const { return int64_t(nr_) * 4; }
+
+    void multiply(const Xmm& a, int i, int j) {
+        switch (L_.step) {
+            case LowpStep::vnni_u8s8: vpdpbusd(acc(i, j), a, bvec(j)); return;  // u8 A (first) x s8 B
+            case LowpStep::madd_s16:
+                vpmaddwd(step_temp(), bvec(j), a);  // two s16 products summed exactly into s32
+                vpaddd(acc(i, j), acc(i, j), step_temp());
+                return;
+            case LowpStep::dot_bf16: vdpbf16ps(acc(i, j), bvec(j), a); return;
+            case LowpStep::fma_f32: vfmadd231ps(acc(i, j), bvec(j), a); return;
+            case LowpStep::amx_int8: case LowpStep::amx_bf16: break;
+        }
+        throw Xbyak::Error(Xbyak::ERR_INTERNAL);
+    }
+
+    void k_step(int u) {
+        for (int j = 0; j < nvec_; ++j) vmovups(bvec(j), ptr[rsi + u * b_group_bytes() + j * vector_bytes()]);
+        for (int i = 0; i < rows_; ++i) {
+            const auto src = ptr[rdi + i * L_.a_row_bytes + u * 4];
+            if (L_.step == LowpStep::fma_f32) vbroadcastss(bcast(), src);
+            else vpbroadcastd(bcast(), src);
+            for (int j = 0; j < nvec_; ++j) multiply(bcast(), i, j);
+        }
+    }
+
+    void k_loop(int64_t groups) {
+        const int unroll = std::max(1, L_.k_unroll);
+        const int64_t iterations = groups / unroll, remainder = groups % unroll;
+        if (iterations > 0) {
+            Xbyak::Label loop;
+            mov(r8, iterations);
+            L(loop);
+            for (int u = 0; u < unroll; ++u) k_step(u);
+            add(rdi, unroll * 4);
+            add(rsi, static_cast<uint32_t>(unroll * b_group_bytes()));
+            dec(r8);
+            jnz(loop, T_NEAR);
+        }
+        for (int u = 0; u < remainder; ++u) k_step(static_cast<int>(u));
+    }
+
+    // ---- epilogue: every accumulator through the fused epilogue, row by row ------------------------------
+    void epilogue() {
+        epilogue_.load_pointers();
+        const int64_t c_size = dtype_size(L_.c_type);
+        const Xmm t0 = vreg(b_base_), t1 = vreg(b_base_ + 1), t2 = vreg(b_base_ + 2);
+        mov(rax, rdx);
+        for (int i = 0; i < rows_; ++i) {
+            for (int j = 0; j < nvec_; ++j)
+                epilogue_.apply(acc(i, j), i, j, is_tail_vector(j), rax + j * vlen_ * c_size, t0, t1, t2);
+            if (i + 1 < rows_) {
+                const int64_t step = L_.ldc * c_size;
+                if (step <= INT32_MAX) {
+                    add(rax, static_cast<uint32_t>(step));
+                } else {
+                    mov(rdi, step);
+                    add(rax, rdi);
+                }
+            }
+        }
+    }
+
+    const plan::LowpLayout L_;
+    const bool zmm_;
+    const int vlen_;
+    const int nr_;
+    ConstantPool pool_;
+    LowpEpilogue epilogue_;
+    int rows_ = 0, nvec_ = 0, tail_ = 0;
+    int b_base_ = 0, bcast_ = 0;
+};
+
+}  // namespace
+
+LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<LowpVariant>& variants) {
+    if (plan::step_is_amx(layout.step))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: an AMX step belongs to the AMX generator");
+    if (int64_t(layout.mr) * layout.a_row_bytes >= (int64_t(1) << 31) ||
+        int64_t(layout.mr) * layout.acc_ld >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: row offsets exceed 32-bit displacements");
+    const int nr = layout.nr();
+    size_t capacity = 16384;
+    for (const auto& v : variants) {
+        if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
+            fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: variant outside the tile");
+        capacity += 2048 + size_t(layout.k_unroll + 1) * size_t(v.rows + 1) * size_t(layout.nv + 1) * 24 +
+                    size_t(v.rows) * size_t(layout.nv) * 640;
+    }
+    // The estimate is generous; should it still fall short, try again with twice the room.
+    for (int attempt = 0;; ++attempt) {
+        std::vector<uint8_t> buffer(capacity);
+        try {
+            LowpAvxEmitter emitter(layout, buffer.data(), buffer.size());
+            LowpCode out;
+            for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
+            emitter.finish();
+            out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
+            return out;
+        } catch (const Xbyak::Error& e) {
+            if (static_cast<int>(e) == Xbyak::ERR_CODE_IS_TOO_BIG && attempt < 3) {
+                capacity *= 2;
+                continue;
+            }
+            fail(JITMM_STATUS_JIT_FAILED, std::string("lowp avx generator: xbyak: ") + e.what());
+        }
+    }
+}
+
+}  // namespace jitmm::x86

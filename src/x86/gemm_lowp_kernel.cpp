@@ -1,0 +1,303 @@
+#include "x86/gemm_lowp_kernel.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "x86/gemm_amx_generator.hpp"
+#include "x86/gemm_lowp_avx_generator.hpp"
+#include "x86/pack_lowp.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace jitmm::x86 {
+
+namespace {
+
+using plan::LowpStep;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Per-thread scratch (Slot 0: B panels, 1: A panel, 2: column compensation, 3: accumulator strip), grown on
+// demand, kept for the thread's lifetime, 64-byte aligned.
+template <int Slot>
+uint8_t* scratch(size_t bytes) {
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+    const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+    return buffer.data() + ((64 - address % 64) % 64);
+}
+
+// Splits [0, tiles) into `parts` near-equal tile ranges; returns part's range scaled to elements.
+void chunk_range(int64_t extent, int64_t tile, int64_t parts, int64_t part, int64_t* begin, int64_t* end) {
+    const int64_t tiles = ceil_div(extent, tile);
+    const int64_t t0 = tiles * part / parts, t1 = tiles * (part + 1) / parts;
+    *begin = std::min(extent, t0 * tile);
+    *end = std::min(extent, t1 * tile);
+}
+
+// K groups one packed B panel holds for a block of k_len: AMX reads whole 64-byte steps (16 groups).
+int64_t panel_groups(const plan::LowpLayout& L, int64_t k_len) {
+    const int64_t groups = ceil_div(k_len, plan::step_group(L.step));
+    return plan::step_is_amx(L.step) ? round_up(groups, 16) : groups;
+}
+
+// Loads a tile configuration on first use in a task and releases the tiles when the task ends, so that no
+// tile state outlives the call on this thread (a framework's own AMX code finds the tiles as it left them:
+// released).
+class TileSession {
+public:
+    explicit TileSession(LowpStub release) : release_(release) {}
+    ~TileSession() {
+        if (current_ >= 0) release_();
+    }
+    TileSession(const TileSession&) = delete;
+    TileSession& operator=(const TileSession&) = delete;
+    void use(int config, LowpStub load) {
+        if (config == current_) return;
+        load();
+        current_ = config;
+    }
+
+private:
+    LowpStub release_;
+    int current_ = -1;
+};
+
+}  // namespace
+
+Artifact compile_gemm_lowp(const Problem& p, const plan::X86LowpPlan& plan) {
+    using K = GemmLowpKernel;
+    const int mr = plan.layout.mr, nr = plan.nr();
+    const int64_t k_blocks = plan.k_blocks(p.k);
+    const int64_t last_k = p.k - (k_blocks - 1) * plan.kc;
+
+    std::vector<LowpVariant> variants;
+    std::vector<int> slots;
+    // Tile rows run over M (over N when the roles are swapped), tile columns over the other.
+    const int64_t rows = plan.layout.swap_ab ? p.n : p.m, cols = plan.layout.swap_ab ? p.m : p.n;
+    const int row_kinds[2] = {mr, static_cast<int>(rows % mr)};
+    const int col_kinds[2] = {nr, static_cast<int>(cols % nr)};
+    for (int rt = 0; rt < 2; ++rt) {
+        if (row_kinds[rt] == 0 || (rt == 0 && rows < mr)) continue;
+        for (int ct = 0; ct < 2; ++ct) {
+            if (col_kinds[ct] == 0 || (ct == 0 && cols < nr)) continue;
+            for (int ph = 0; ph < K::kPhaseCount; ++ph) {
+                const bool wanted = k_blocks == 1 ? ph == K::kSingle
+                                                  : (ph == K::kFirst || ph == K::kLast ||
+                                                     (ph == K::kMiddle && k_blocks > 2));
+                if (!wanted) continue;
+                LowpVariant v;
+                v.rows = row_kinds[rt];
+                v.cols = col_kinds[ct];
+                v.k_len = ph == K::kSingle ? p.k : ph == K::kLast ? last_k : plan.kc;
+                v.first = ph == K::kSingle || ph == K::kFirst;
+                v.last = ph == K::kSingle || ph == K::kLast;
+                variants.push_back(v);
+                slots.push_back((rt * 2 + ct) * K::kPhaseCount + ph);
+            }
+        }
+    }
+    const bool amx = plan::step_is_amx(plan.layout.step);
+    LowpCode code = amx ? generate_amx(plan.layout, variants) : generate_lowp_avx(plan.layout, variants);
+    Artifact artifact;
+    artifact.kind = "x86.bin";
+    artifact.payload = std::move(code.bytes);
+    artifact.ints.assign(2 * K::kSlotCount + 1, -1);
+    for (size_t i = 0; i < slots.size(); ++i) {
+        artifact.ints[slots[i]] = static_cast<int64_t>(code.entries[i]);
+        if (amx) artifact.ints[K::kSlotCount + slots[i]] = static_cast<int64_t>(code.config_entries[i]);
+    }
+    if (amx) artifact.ints[2 * K::kSlotCount] = static_cast<int64_t>(code.release_entry);
+    return artifact;
+}
+
+GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X86LowpPlan& plan,
+                               std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact)
+    : Kernel(std::move(meta)), p_(p), plan_(plan), runner_(std::move(runner)) {
+    k_blocks_ = plan_.k_blocks(p_.k);
+    const bool shifted = plan_.layout.step == LowpStep::vnni_u8s8 && p_.a_type == JITMM_DTYPE_S8;
+    comp_factor_ = (shifted ? 128 : 0) + p_.a_zero_point;
+    if (artifact.ints.size() != 2 * kSlotCount + 1)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: artifact has " + std::to_string(artifact.ints.size()) +
+                                              " entries, expected " + std::to_string(2 * kSlotCount + 1));
+    code_ = std::make_unique<ExecMemory>(artifact.payload.data(), artifact.payload.size());
+    auto entry = [&](int64_t offset) -> const uint8_t* {
+        if (offset < 0) return nullptr;
+        if (offset >= static_cast<int64_t>(artifact.payload.size()))
+            fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: entry offset outside the code");
+        return code_->entry(static_cast<size_t>(offset));
+    };
+    for (int s = 0; s < kSlotCount; ++s) {
+        fns_[s] = reinterpret_cast<LowpUkernel>(const_cast<uint8_t*>(entry(artifact.ints[s])));
+        configs_[s] = reinterpret_cast<LowpStub>(const_cast<uint8_t*>(entry(artifact.ints[kSlotCount + s])));
+    }
+    release_ = reinterpret_cast<LowpStub>(const_cast<uint8_t*>(entry(artifact.ints[2 * kSlotCount])));
+    if (plan::step_is_amx(plan_.layout.step) && release_ == nullptr)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: AMX code without its tilerelease stub");
+}
+
+void GemmLowpKernel::run(const RunArgs& args) const {
+    // Per-tensor scales are runtime values: folded with alpha into the one scalar the epilogue multiplies by.
+    float scale = p_.alpha;
+    if (p_.a_scale == ScaleMode::per_tensor) scale *= args.a_scales[0];
+    if (p_.b_scale == ScaleMode::per_tensor) scale *= args.b_scales[0];
+    const int64_t a_size = dtype_size(p_.a_type), b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
+    const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
+    const int64_t tasks = p_.batch * per_batch;
+    auto task = [&](int64_t t) {
+        const int64_t batch = t / per_batch, part = t % per_batch;
+        Chunk chunk;
+        chunk.a = static_cast<const uint8_t*>(args.a) + batch * p_.stride_a * a_size;
+        chunk.b = static_cast<const uint8_t*>(args.b) + batch * p_.stride_b * b_size;
+        chunk.c = static_cast<uint8_t*>(args.c) + batch * p_.stride_c * c_size;
+        if (plan_.layout.swap_ab) {
+            chunk.m0 = 0;
+            chunk.m1 = p_.m;
+            chunk_range(p_.n, plan_.layout.mr, plan_.m_chunks, part, &chunk.n0, &chunk.n1);
+            if (chunk.n0 < chunk.n1) run_swapped_chunk(chunk, args, scale);
+            return;
+        }
+        chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, part / plan_.n_chunks, &chunk.m0, &chunk.m1);
+        chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &chunk.n0, &chunk.n1);
+        if (chunk.m0 >= chunk.m1 || chunk.n0 >= chunk.n1) return;
+        run_chunk(chunk, args, scale);
+    };
+    if (plan_.threads <= 1) {
+        for (int64_t t = 0; t < tasks; ++t) task(t);
+    } else {
+        runner_->parallel_for(tasks, task);
+    }
+}
+
+// Loop order: N blocks (B packed for all of K, panel by panel, with its column sums), M blocks, K blocks, row
+// tiles (each A tile, packed or in place, stays in L1), then the B panels streaming from L2. With several K
+// blocks the partial sums of an M block wait in a strip sized to stay in L2.
+void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
+    const plan::LowpLayout& L = plan_.layout;
+    const int mr = L.mr;
+    const int64_t nr = plan_.nr();
+    const bool amx = plan::step_is_amx(L.step);
+    const int g = plan::step_group(L.step);
+    const int64_t esz = plan::step_elem_bytes(L.step);
+    const int64_t a_size = dtype_size(p_.a_type), c_size = dtype_size(p_.c_type);
+    const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
+    const int64_t nc_pad = round_up(plan_.nc, nr);
+    const int64_t block_groups = panel_groups(L, plan_.kc);  // every K block's panels are this far apart
+    const int64_t block_bytes = block_groups * nc_pad * 4;
+
+    // AMX tile rows must be whole cache lines: an A in place that is not 64-byte aligned is packed too.
+    const bool misaligned = reinterpret_cast<uintptr_t>(ch.a) % 64 != 0 || (p_.lda * a_size) % 64 != 0;
+    const bool pack_a = plan_.pack_a || (amx && misaligned);
+    uint8_t* b_full = scratch<0>(static_cast<size_t>(k_blocks_ * block_bytes));
+    uint8_t* a_panel = pack_a ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
+    auto* comp = L.compensate ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(nc_pad * 4))) : nullptr;
+    uint8_t* strip = k_blocks_ > 1 ? scratch<3>(static_cast<size_t>(plan_.mc * L.acc_ld)) : nullptr;
+
+    TileSession tiles(release_);
+    LowpCallArgs call;
+    call.scale = scale;
+    for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
+        const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
+        if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
+        for (int64_t kb = 0; kb < k_blocks_; ++kb) {
+            const int64_t k0 = kb * plan_.kc;
+            const int64_t k_len = std::min(plan_.kc, p_.k - k0);
+            pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
+                        panel_groups(L, k_len), b_full + kb * block_bytes, comp);
+        }
+        if (comp)
+            for (int64_t j = 0; j < n_cur; ++j) comp[j] *= comp_factor_;
+        for (int64_t ic = ch.m0; ic < ch.m1; ic += plan_.mc) {
+            const int64_t m_end = std::min(ch.m1, ic + plan_.mc);
+            for (int64_t kb = 0; kb < k_blocks_; ++kb) {
+                const int64_t k0 = kb * plan_.kc;
+                const int64_t k_len = std::min(plan_.kc, p_.k - k0);
+                const int64_t groups = panel_groups(L, k_len);
+                const Phase phase =
+                    k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
+                const uint8_t* b_block = b_full + kb * block_bytes;
+                for (int64_t ir = ic; ir < m_end; ir += mr) {
+                    const bool row_tail = ir + mr > p_.m;
+                    const uint8_t* a_tile;
+                    if (pack_a) {
+                        pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, ir,
+                                    static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), k0, k_len, groups * g,
+                                    plan_.a_panel_ld, a_panel);
+                        a_tile = a_panel;
+                        call.a_stride = plan_.a_panel_ld * esz;
+                    } else {
+                        a_tile = ch.a + (ir * p_.lda + k0) * a_size;
+                        call.a_stride = p_.lda * a_size;
+                    }
+                    if (p_.bias == BiasKind::per_row)
+                        call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
+                    if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
+                    for (int64_t jr = jc; jr < jc + n_cur; jr += nr) {
+                        const bool col_tail = jr + nr > p_.n;
+                        const int s = slot(row_tail, col_tail, phase);
+                        if (p_.bias == BiasKind::per_column)
+                            call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
+                        if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + jr;
+                        if (comp) call.comp = comp + (jr - jc);
+                        if (strip) call.acc = strip + (ir - ic) * L.acc_ld + (jr - jc) * 4;
+                        if (amx) tiles.use(s / kPhaseCount, configs_[s]);  // one configuration per tail kind
+                        fns_[s](a_tile, b_block + ((jr - jc) / nr) * groups * nr * 4,
+                                ch.c + (ir * p_.ldc + jr) * c_size, &call);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Swapped roles (few rows, B stored N x K): A is packed once per task into 32-column panels, like a B; B's rows
+// are the A tiles, read in place when their rows are whole, aligned cache lines (else copied per tile); the
+// kernel's block is C^T and its epilogue writes C row by row.
+void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
+    const plan::LowpLayout& L = plan_.layout;
+    const int mr = L.mr;
+    const int64_t nr = plan_.nr();
+    const int g = plan::step_group(L.step);
+    const int64_t esz = plan::step_elem_bytes(L.step);
+    const int64_t b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
+    const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
+    const int64_t groups = panel_groups(L, p_.k);
+
+    const bool misaligned = reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0;
+    uint8_t* a_packed = scratch<0>(static_cast<size_t>(groups * plan_.nc * 4));
+    uint8_t* b_rows = misaligned ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
+    // op(A)^T as a B operand: stored M x K is "transposed", stored K x M (trans_a) is not.
+    pack_b_lowp(L.step, p_.a_type, ch.a, p_.lda, !p_.trans_a, 0, p_.k, 0, p_.m, static_cast<int>(nr), groups, a_packed,
+                nullptr);
+
+    TileSession tiles(release_);
+    LowpCallArgs call;
+    call.scale = scale;
+    for (int64_t ir = ch.n0; ir < ch.n1; ir += mr) {
+        const bool row_tail = ir + mr > p_.n;
+        const uint8_t* a_tile;
+        if (b_rows) {
+            pack_a_lowp(L.step, p_.b_type, ch.b, p_.ldb, false, ir, static_cast<int>(std::min<int64_t>(mr, p_.n - ir)),
+                        0, p_.k, groups * g, plan_.a_panel_ld, b_rows);
+            a_tile = b_rows;
+            call.a_stride = plan_.a_panel_ld * esz;
+        } else {
+            a_tile = ch.b + ir * p_.ldb * b_size;
+            call.a_stride = p_.ldb * b_size;
+        }
+        if (p_.bias == BiasKind::per_column) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
+        if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + ir;
+        for (int64_t jr = 0; jr < p_.m; jr += nr) {
+            const bool col_tail = jr + nr > p_.m;
+            const int s = slot(row_tail, col_tail, kSingle);
+            if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
+            if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + jr;
+            tiles.use(s / kPhaseCount, configs_[s]);
+            fns_[s](a_tile, a_packed + (jr / nr) * groups * nr * 4, ch.c + (jr * p_.ldc + ir) * c_size, &call);
+        }
+    }
+}
+
+}  // namespace jitmm::x86

@@ -1,0 +1,59 @@
+// The x86 low-precision GEMM kernel: the generated microkernels (AMX or AVX-512/AVX2, per the plan's step)
+// plus the driver that runs them: batches, thread chunks, N and K blocks, B packed once per block (with its
+// column sums for the int8 compensation), A packed per row tile when the kernel cannot read it in place,
+// the K-block accumulator strip, and the AMX tile configuration per task.
+#pragma once
+
+#include "core/artifact.hpp"
+#include "core/kernel.hpp"
+#include "core/parallel.hpp"
+#include "core/problem.hpp"
+#include "plan/x86_lowp_plan.hpp"
+#include "x86/exec_memory.hpp"
+#include "x86/gemm_lowp_epilogue.hpp"
+
+#include <memory>
+
+namespace jitmm::x86 {
+
+// Generates the microkernels the problem needs: code bytes plus, in ints, the entry offsets per (row tail,
+// column tail, K phase) slot (-1 where the shape never reaches it), then the AMX configuration stubs per
+// slot and the tilerelease stub (-1 for the vector steps).
+Artifact compile_gemm_lowp(const Problem& p, const plan::X86LowpPlan& plan);
+
+class GemmLowpKernel final : public Kernel {
+public:
+    // Loads an artifact made by compile_gemm_lowp for the same problem and plan; throws jitmm::Error.
+    GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X86LowpPlan& plan,
+                   std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact);
+    void run(const RunArgs& args) const override;
+
+    enum Phase { kSingle = 0, kFirst, kMiddle, kLast, kPhaseCount };
+    static constexpr int kSlotCount = 2 * 2 * kPhaseCount;
+
+private:
+    struct Chunk {
+        const uint8_t* a;
+        const uint8_t* b;
+        uint8_t* c;
+        int64_t m0, m1, n0, n1;
+    };
+    void run_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
+    // LowpLayout::swap_ab: tiles over N (rows) x M (columns) with B's rows in the A tiles; chunk.n0/n1 only.
+    void run_swapped_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
+    static int slot(bool row_tail, bool col_tail, Phase phase) {
+        return ((row_tail ? 2 : 0) + (col_tail ? 1 : 0)) * kPhaseCount + phase;
+    }
+
+    Problem p_;
+    plan::X86LowpPlan plan_;
+    std::shared_ptr<const ParallelRunner> runner_;
+    std::unique_ptr<ExecMemory> code_;
+    LowpUkernel fns_[kSlotCount] = {};
+    LowpStub configs_[kSlotCount] = {};  // AMX only
+    LowpStub release_ = nullptr;         // AMX only
+    int64_t k_blocks_ = 1;
+    int32_t comp_factor_ = 0;            // int8: comp[j] = comp_factor * column sum of B
+};
+
+}  // namespace jitmm::x86

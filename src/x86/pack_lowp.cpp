@@ -1,0 +1,476 @@
+#include "x86/pack_lowp.hpp"
+
+#include "core/error.hpp"
+#include "hw/cpu.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace jitmm::x86 {
+
+using plan::LowpStep;
+
+float bf16_to_f32(uint16_t h) {
+    const uint32_t bits = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float f16_to_f32(uint16_t h) {
+    const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+    const uint32_t exponent = (h >> 10) & 0x1fu;
+    uint32_t mantissa = h & 0x3ffu;
+    uint32_t bits;
+    if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN (payload kept)
+    } else if (exponent != 0) {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+        bits = sign;
+    } else {
+        // Subnormal: shift the leading one into the implicit position.
+        int e = -1;
+        do {
+            ++e;
+            mantissa <<= 1;
+        } while ((mantissa & 0x400u) == 0);
+        bits = sign | (uint32_t(112 - e) << 23) | ((mantissa & 0x3ffu) << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One element conversion from the stored type to the packed type; kIdentity: a plain copy (memcpy rows).
+struct Raw8 {
+    static constexpr bool kIdentity = true;
+    using Src = uint8_t;
+    using Dst = uint8_t;
+    static Dst convert(Src v) { return v; }
+};
+struct S8ToU8 {  // +128: s8 in [-128, 127] to u8 in [0, 255]
+    static constexpr bool kIdentity = false;
+    using Src = uint8_t;
+    using Dst = uint8_t;
+    static Dst convert(Src v) { return static_cast<uint8_t>(v ^ 0x80u); }
+};
+struct S8ToS16 {
+    static constexpr bool kIdentity = false;
+    using Src = int8_t;
+    using Dst = int16_t;
+    static Dst convert(Src v) { return v; }
+};
+struct U8ToS16 {
+    static constexpr bool kIdentity = false;
+    using Src = uint8_t;
+    using Dst = int16_t;
+    static Dst convert(Src v) { return v; }
+};
+struct Raw16 {
+    static constexpr bool kIdentity = true;
+    using Src = uint16_t;
+    using Dst = uint16_t;
+    static Dst convert(Src v) { return v; }
+};
+struct Bf16ToF32 {
+    static constexpr bool kIdentity = false;
+    using Src = uint16_t;
+    using Dst = float;
+    static Dst convert(Src v) { return bf16_to_f32(v); }
+};
+struct F16ToF32 {
+    static constexpr bool kIdentity = false;
+    using Src = uint16_t;
+    using Dst = float;
+    static Dst convert(Src v) { return f16_to_f32(v); }
+};
+
+// The integer value of a stored int8 element, for the column sums.
+inline int32_t int8_value(const void* base, int64_t index, bool is_signed) {
+    const auto byte = static_cast<const uint8_t*>(base)[index];
+    return is_signed ? int32_t(static_cast<int8_t>(byte)) : int32_t(byte);
+}
+
+template <typename Conv>
+void pack_b_as(const void* b_any, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0, int64_t width,
+               int nr, int g, int64_t groups, void* out_any, int32_t* colsum, bool b_signed) {
+    using Src = typename Conv::Src;
+    using Dst = typename Conv::Dst;
+    const auto* b = static_cast<const Src*>(b_any);
+    auto* out = static_cast<Dst*>(out_any);
+    const int64_t panel_elems = groups * nr * g;
+    for (int64_t p = 0; p < ceil_div(width, nr); ++p) {
+        Dst* panel = out + p * panel_elems;
+        const int64_t jp = j0 + p * nr;
+        const int cols = static_cast<int>(std::min<int64_t>(nr, width - p * nr));
+        if (!trans_b) {
+            // Rows of B are contiguous in N: for each k, spread one row segment across the panel's dwords.
+            for (int64_t kg = 0; kg < groups; ++kg) {
+                Dst* row = panel + kg * nr * g;
+                for (int e = 0; e < g; ++e) {
+                    const int64_t k = kg * g + e;
+                    if (k >= k_len) {
+                        for (int c = 0; c < nr; ++c) row[c * g + e] = Dst(0);
+                        continue;
+                    }
+                    const Src* src = b + (k0 + k) * ldb + jp;
+                    for (int c = 0; c < cols; ++c) row[c * g + e] = Conv::convert(src[c]);
+                    for (int c = cols; c < nr; ++c) row[c * g + e] = Dst(0);
+                    if (colsum)
+                        for (int c = 0; c < cols; ++c) colsum[p * nr + c] += int8_value(src, c, b_signed);
+                }
+            }
+        } else {
+            // B stored N x K: each column of op(B) is a contiguous run of K.
+            std::memset(static_cast<void*>(panel), 0, sizeof(Dst) * panel_elems);
+            for (int c = 0; c < cols; ++c) {
+                const Src* src = b + (jp + c) * ldb + k0;
+                for (int64_t k = 0; k < k_len; ++k) panel[((k / g) * nr + c) * g + k % g] = Conv::convert(src[k]);
+                if (colsum) {
+                    int32_t sum = 0;
+                    for (int64_t k = 0; k < k_len; ++k) sum += int8_value(src, k, b_signed);
+                    colsum[p * nr + c] += sum;
+                }
+            }
+        }
+    }
+}
+
+template <typename Conv>
+void pack_a_as(const void* a_any, int64_t lda, bool trans_a, int64_t i0, int rows, int64_t k0, int64_t k_len,
+               int64_t k_padded, int64_t panel_ld, void* panel_any) {
+    using Src = typename Conv::Src;
+    using Dst = typename Conv::Dst;
+    const auto* a = static_cast<const Src*>(a_any);
+    auto* panel = static_cast<Dst*>(panel_any);
+    if (!trans_a) {
+        for (int r = 0; r < rows; ++r) {
+            const Src* src = a + (i0 + r) * lda + k0;
+            Dst* dst = panel + r * panel_ld;
+            if (Conv::kIdentity) std::memcpy(static_cast<void*>(dst), src, sizeof(Dst) * static_cast<size_t>(k_len));
+            else for (int64_t k = 0; k < k_len; ++k) dst[k] = Conv::convert(src[k]);
+            for (int64_t k = k_len; k < k_padded; ++k) dst[k] = Dst(0);
+        }
+        return;
+    }
+    // A stored K x M: walk K outermost so that each read is a contiguous run of the tile's rows.
+    for (int64_t k = 0; k < k_len; ++k) {
+        const Src* src = a + (k0 + k) * lda + i0;
+        for (int r = 0; r < rows; ++r) panel[r * panel_ld + k] = Conv::convert(src[r]);
+    }
+    for (int r = 0; r < rows; ++r)
+        for (int64_t k = k_len; k < k_padded; ++k) panel[r * panel_ld + k] = Dst(0);
+}
+
+// ---- vectorized B packing for the layouts the fast paths read (AVX2; every lowp tier has it) --------------
+
+// Rows of a wide row-major B are fetched a slice (16 rows) ahead: each row crosses pages every 4 KB, where the
+// hardware prefetchers stop, and a slice reads 16 rows at once (measured 3.5 GB/s from DRAM without, for a
+// 4096 x 11008 int8 B).
+constexpr int64_t kPrefetchRows = 16;
+
+// Sums of each dword's four int8 values, for the column sums: u8 x 1 (unsigned first) or 1 x s8.
+__attribute__((target("avx2"))) inline __m256i quad_sums(__m256i x, bool is_signed) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    const __m256i pairs = is_signed ? _mm256_maddubs_epi16(ones8, x) : _mm256_maddubs_epi16(x, ones8);
+    return _mm256_madd_epi16(pairs, ones16);
+}
+
+// Row-major int8 B, k groups of 4: 32 columns at a time, four rows interleaved bytewise into column quads.
+// Columns past `cols` (the last panel's tail) read as zero through a zero-padded copy of the rows.
+// A row segment of `bytes` (< 32) bytes, zero padded: one masked load where AVX-512 (BW+VL) is there (kept out
+// of line, so that the AVX2 code around it never carries EVEX instructions), else through a zeroed copy.
+__attribute__((target("avx2,avx512bw,avx512vl"), noinline)) __m256i masked_load(const void* src, int bytes) {
+    return _mm256_maskz_loadu_epi8(static_cast<__mmask32>((uint64_t(1) << bytes) - 1), src);
+}
+
+__attribute__((target("avx2"))) inline __m256i load_partial(const void* src, int bytes, uint8_t* copy, bool masked) {
+    if (masked) return masked_load(src, bytes);
+    std::memset(copy, 0, 32);
+    std::memcpy(copy, src, static_cast<size_t>(bytes));
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(copy));
+}
+
+__attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ldb, int64_t k_len, int cols, int nr,
+                                                    int64_t groups, uint8_t* panel, int32_t* colsum, bool b_signed,
+                                                    bool masked) {
+    alignas(32) uint8_t row_copy[4][32];
+    // Groups wholly past k_len are zero: written at once.
+    const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
+    std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
+    groups = live;
+    for (int c0 = 0; c0 < nr; c0 += 32) {
+        const int width = std::max(0, std::min(32, cols - c0));
+        const int chunk = std::min(32, nr - c0);  // 16 or 32 columns of the panel
+        __m256i sums[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                           _mm256_setzero_si256()};
+        for (int64_t kg = 0; kg < groups; ++kg) {
+            __m256i r[4];
+            for (int e = 0; e < 4; ++e) {
+                const int64_t k = kg * 4 + e;
+                if (k >= k_len || width == 0) {
+                    r[e] = _mm256_setzero_si256();
+                } else if (width == 32) {
+                    r[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k * ldb + c0));
+                    _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
+                } else {
+                    r[e] = load_partial(b + k * ldb + c0, width, row_copy[e], masked);
+                }
+            }
+            const __m256i p01l = _mm256_unpacklo_epi8(r[0], r[1]), p01h = _mm256_unpackhi_epi8(r[0], r[1]);
+            const __m256i p23l = _mm256_unpacklo_epi8(r[2], r[3]), p23h = _mm256_unpackhi_epi8(r[2], r[3]);
+            // Per 128-bit lane (columns 0-15 | 16-31): quads of columns 0-3, 4-7, 8-11, 12-15.
+            const __m256i q0 = _mm256_unpacklo_epi16(p01l, p23l), q1 = _mm256_unpackhi_epi16(p01l, p23l);
+            const __m256i q2 = _mm256_unpacklo_epi16(p01h, p23h), q3 = _mm256_unpackhi_epi16(p01h, p23h);
+            const __m256i o[4] = {_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q2, q3, 0x20),
+                                  _mm256_permute2x128_si256(q0, q1, 0x31), _mm256_permute2x128_si256(q2, q3, 0x31)};
+            auto* dst = reinterpret_cast<__m256i*>(panel + (kg * nr + c0) * 4);
+            for (int v = 0; v < chunk / 8; ++v) _mm256_storeu_si256(dst + v, o[v]);
+            if (colsum)
+                for (int v = 0; v < 4; ++v) sums[v] = _mm256_add_epi32(sums[v], quad_sums(o[v], b_signed));
+        }
+        if (colsum)
+            for (int v = 0; v < chunk / 8; ++v) {
+                alignas(32) int32_t lanes[8];
+                _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sums[v]);
+                for (int i = 0; i < 8; ++i) colsum[c0 + v * 8 + i] += lanes[i];
+            }
+    }
+}
+
+// Row-major 16-bit B, k groups of 2: 16 columns at a time, two rows interleaved into column pairs.
+__attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t ldb, int64_t k_len, int cols, int nr,
+                                                    int64_t groups, uint16_t* panel, bool masked) {
+    alignas(32) uint8_t row_copy[2][32];
+    const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
+    std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
+    groups = live;
+    for (int c0 = 0; c0 < nr; c0 += 16) {
+        const int width = std::max(0, std::min(16, cols - c0));
+        for (int64_t kg = 0; kg < groups; ++kg) {
+            __m256i r[2];
+            for (int e = 0; e < 2; ++e) {
+                const int64_t k = kg * 2 + e;
+                if (k >= k_len || width == 0) {
+                    r[e] = _mm256_setzero_si256();
+                } else if (width == 16) {
+                    r[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k * ldb + c0));
+                    _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
+                } else {
+                    r[e] = load_partial(b + k * ldb + c0, 2 * width, row_copy[e], masked);
+                }
+            }
+            // Per lane (columns 0-7 | 8-15): pairs of columns 0-3 (lo) and 4-7 (hi).
+            const __m256i lo = _mm256_unpacklo_epi16(r[0], r[1]), hi = _mm256_unpackhi_epi16(r[0], r[1]);
+            auto* dst = reinterpret_cast<__m256i*>(panel + (kg * nr + c0) * 2);
+            _mm256_storeu_si256(dst, _mm256_permute2x128_si256(lo, hi, 0x20));
+            _mm256_storeu_si256(dst + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+        }
+    }
+}
+
+// The same with AVX-512 (BW): 32 columns per step, two word permutes instead of unpacks and lane fixes.
+__attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16_t* b, int64_t ldb, int64_t k_len,
+                                                                  int cols, int nr, int64_t groups,
+                                                                  uint16_t* panel) {
+    const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
+    std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
+    // Output word 2c + e takes column c of row e: indices 0-31 pick from the first row, 32-63 the second.
+    alignas(64) uint16_t lo_idx[32], hi_idx[32];
+    for (int c = 0; c < 16; ++c) {
+        lo_idx[2 * c] = static_cast<uint16_t>(c);
+        lo_idx[2 * c + 1] = static_cast<uint16_t>(32 + c);
+        hi_idx[2 * c] = static_cast<uint16_t>(16 + c);
+        hi_idx[2 * c + 1] = static_cast<uint16_t>(48 + c);
+    }
+    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    for (int c0 = 0; c0 < nr; c0 += 32) {
+        const int width = std::max(0, std::min(32, cols - c0));
+        const __mmask32 mask = static_cast<__mmask32>((uint64_t(1) << width) - 1);
+        for (int64_t kg = 0; kg < live; ++kg) {
+            const uint16_t* row = b + 2 * kg * ldb + c0;
+            const __m512i r0 = _mm512_maskz_loadu_epi16(mask, row);
+            _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
+            const __m512i r1 = 2 * kg + 1 < k_len ? _mm512_maskz_loadu_epi16(mask, row + ldb) : _mm512_setzero_si512();
+            auto* dst = panel + (kg * nr + c0) * 2;
+            _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, lo, r1));
+            _mm512_storeu_si512(dst + 32, _mm512_permutex2var_epi16(r0, hi, r1));
+        }
+    }
+}
+
+// B stored N x K whose k groups are whole dwords (int8 x 4, 16-bit x 2): the panel is a dword transpose,
+// [column][group] -> [group][column], done 8 x 8 at a time; the edges go one dword at a time.
+__attribute__((target("avx2"))) void pack_b_cols_dwords(const uint8_t* b, int64_t ldb_bytes, int64_t full_groups,
+                                                        int cols, int nr, uint32_t* panel) {
+    int64_t kg = 0;
+    for (; kg + 8 <= full_groups; kg += 8) {
+        int c = 0;
+        for (; c + 8 <= cols; c += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; ++i)
+                r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(b + (c + i) * ldb_bytes + kg * 4));
+            const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+            const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+            const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+            const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+            const __m256 o[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                                 _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                                 _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                                 _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+            for (int i = 0; i < 8; ++i) _mm256_storeu_ps(reinterpret_cast<float*>(panel + (kg + i) * nr + c), o[i]);
+        }
+        for (; c < cols; ++c)
+            for (int i = 0; i < 8; ++i) std::memcpy(panel + (kg + i) * nr + c, b + c * ldb_bytes + (kg + i) * 4, 4);
+    }
+    for (; kg < full_groups; ++kg)
+        for (int c = 0; c < cols; ++c) std::memcpy(panel + kg * nr + c, b + c * ldb_bytes + kg * 4, 4);
+}
+
+// The fast paths: the packed element is the stored one (no conversion) and the panel width is whole 16-column
+// vectors. Returns false when the generic path has to do it.
+bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* out, int32_t* colsum) {
+    const bool bytes = step == LowpStep::amx_int8 || step == LowpStep::vnni_u8s8;
+    const bool halves = step == LowpStep::amx_bf16 || step == LowpStep::dot_bf16;
+    if ((!bytes && !halves) || nr % 16 != 0) return false;
+    const int g = bytes ? 4 : 2;
+    const int64_t esz = bytes ? 1 : 2;
+    static const bool masked = hw::cpu_info().avx512bw && hw::cpu_info().avx512vl;
+    const bool b_signed = b_type == JITMM_DTYPE_S8;
+    const int64_t panel_bytes = groups * nr * 4;
+    if (!trans_b) {
+        // Row-major B: K in slices of 16 rows, every panel per slice, so that B's rows are read along their
+        // length by few enough streams for the prefetchers (a panel at a time over all of K touches a new
+        // page on every row; 64-row slices measured 2x slower than 16-row ones on wide B).
+        const int64_t kSlice = std::max(1, 16 / g);
+        for (int64_t s0 = 0; s0 < groups; s0 += kSlice) {
+            const int64_t slice = std::min(kSlice, groups - s0);
+            for (int64_t p = 0; p < ceil_div(width, nr); ++p) {
+                auto* panel = static_cast<uint8_t*>(out) + p * panel_bytes + s0 * nr * 4;
+                const int cols = static_cast<int>(std::min<int64_t>(nr, width - p * nr));
+                int32_t* sums = colsum ? colsum + p * nr : nullptr;
+                const int64_t k_rest = k_len - s0 * g;
+                const int64_t row0 = k0 + std::min(s0 * g, k_len);
+                const auto* src = static_cast<const uint8_t*>(b) + (row0 * ldb + j0 + p * nr) * esz;
+                auto* halves_out = reinterpret_cast<uint16_t*>(panel);
+                const auto* halves_in = reinterpret_cast<const uint16_t*>(src);
+                if (bytes) pack_b_rows_x4(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, masked);
+                else if (masked && nr % 32 == 0)
+                    pack_b_rows_x2_zmm(halves_in, ldb, k_rest, cols, nr, slice, halves_out);
+                else pack_b_rows_x2(halves_in, ldb, k_rest, cols, nr, slice, halves_out, masked);
+            }
+        }
+        return true;
+    }
+    for (int64_t p = 0; p < ceil_div(width, nr); ++p) {
+        auto* panel = static_cast<uint8_t*>(out) + p * panel_bytes;
+        const int cols = static_cast<int>(std::min<int64_t>(nr, width - p * nr));
+        int32_t* sums = colsum ? colsum + p * nr : nullptr;
+        // Transposed: whole groups by the dword transpose, then the partial group and the zero padding.
+        std::memset(panel, 0, static_cast<size_t>(panel_bytes));
+        const auto* src = static_cast<const uint8_t*>(b) + ((j0 + p * nr) * ldb + k0) * esz;
+        const int64_t full = k_len / g;
+        pack_b_cols_dwords(src, ldb * esz, full, cols, nr, reinterpret_cast<uint32_t*>(panel));
+        for (int64_t k = full * g; k < k_len; ++k)
+            for (int c = 0; c < cols; ++c)
+                std::memcpy(panel + ((full * nr + c) * g + (k - full * g)) * esz, src + (c * ldb + k) * esz,
+                            static_cast<size_t>(esz));
+        if (sums)
+            for (int c = 0; c < cols; ++c) {
+                int32_t sum = 0;
+                for (int64_t k = 0; k < k_len; ++k) sum += int8_value(src + c * ldb, k, b_signed);
+                sums[c] += sum;
+            }
+    }
+    return true;
+}
+
+// A contiguous run of bf16 or f16 widened to f32: eight at a time (a shift, or F16C's vcvtph2ps), then the
+// tail one by one. Only reached for fma_f32, whose planner requires F16C for f16.
+__attribute__((target("avx2,f16c"))) void widen_run(const uint16_t* src, float* dst, int64_t n, bool f16) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+        const __m256 f = f16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        _mm256_storeu_ps(dst + i, f);
+    }
+    for (; i < n; ++i) dst[i] = f16 ? f16_to_f32(src[i]) : bf16_to_f32(src[i]);
+}
+
+// fma_f32 with B row-major or A as stored: rows widened in runs; false for the transposed layouts.
+bool pack_b_widened(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
+                    int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* out) {
+    if (step != LowpStep::fma_f32 || trans_b) return false;
+    const bool f16 = b_type == JITMM_DTYPE_F16;
+    const auto* src = static_cast<const uint16_t*>(b);
+    for (int64_t p = 0; p < ceil_div(width, nr); ++p) {
+        float* panel = static_cast<float*>(out) + p * groups * nr;
+        const int cols = static_cast<int>(std::min<int64_t>(nr, width - p * nr));
+        for (int64_t k = 0; k < groups; ++k) {
+            float* row = panel + k * nr;
+            if (k < k_len) widen_run(src + (k0 + k) * ldb + j0 + p * nr, row, cols, f16);
+            else std::memset(row, 0, sizeof(float) * static_cast<size_t>(cols));
+            std::memset(row + cols, 0, sizeof(float) * static_cast<size_t>(nr - cols));
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+void pack_b_lowp(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum) {
+    if (pack_b_fast(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels, colsum)) return;
+    if (pack_b_widened(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels)) return;
+    const int g = plan::step_group(step);
+    const bool s8 = b_type == JITMM_DTYPE_S8;
+    auto run = [&](auto conv) {
+        pack_b_as<decltype(conv)>(b, ldb, trans_b, k0, k_len, j0, width, nr, g, groups, panels, colsum, s8);
+    };
+    switch (step) {
+        case LowpStep::amx_int8: case LowpStep::vnni_u8s8: return run(Raw8{});
+        case LowpStep::madd_s16: return s8 ? run(S8ToS16{}) : run(U8ToS16{});
+        case LowpStep::amx_bf16: case LowpStep::dot_bf16: return run(Raw16{});
+        case LowpStep::fma_f32: return b_type == JITMM_DTYPE_F16 ? run(F16ToF32{}) : run(Bf16ToF32{});
+    }
+    fail(JITMM_STATUS_INTERNAL_ERROR, "pack_b_lowp: unknown step");
+}
+
+void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, bool trans_a, int64_t i0, int rows,
+                 int64_t k0, int64_t k_len, int64_t k_padded, int64_t panel_ld, void* panel) {
+    if (step == LowpStep::fma_f32 && !trans_a) {
+        for (int r = 0; r < rows; ++r) {
+            float* dst = static_cast<float*>(panel) + r * panel_ld;
+            widen_run(static_cast<const uint16_t*>(a) + (i0 + r) * lda + k0, dst, k_len, a_type == JITMM_DTYPE_F16);
+            std::memset(dst + k_len, 0, sizeof(float) * static_cast<size_t>(k_padded - k_len));
+        }
+        return;
+    }
+    const bool s8 = a_type == JITMM_DTYPE_S8;
+    auto run = [&](auto conv) {
+        pack_a_as<decltype(conv)>(a, lda, trans_a, i0, rows, k0, k_len, k_padded, panel_ld, panel);
+    };
+    switch (step) {
+        case LowpStep::amx_int8: return run(Raw8{});
+        case LowpStep::vnni_u8s8: return s8 ? run(S8ToU8{}) : run(Raw8{});
+        case LowpStep::madd_s16: return s8 ? run(S8ToS16{}) : run(U8ToS16{});
+        case LowpStep::amx_bf16: case LowpStep::dot_bf16: return run(Raw16{});
+        case LowpStep::fma_f32: return a_type == JITMM_DTYPE_F16 ? run(F16ToF32{}) : run(Bf16ToF32{});
+    }
+    fail(JITMM_STATUS_INTERNAL_ERROR, "pack_a_lowp: unknown step");
+}
+
+}  // namespace jitmm::x86

@@ -1,0 +1,33 @@
+// Packing for the low-precision microkernels (plan/x86_lowp_plan.hpp names the steps). Both operands are
+// copied into the element type the step multiplies, converting on the way:
+//   int8 for AMX and VNNI (an s8 A for VNNI shifted by +128 into u8), int8 widened to s16 for vpmaddwd,
+//   bf16 as is, bf16 and f16 widened to f32 for the FMA step.
+//
+// B: a block of op(B) (k_len x width, from row k0 and column j0) becomes nr-wide panels, panel p holding
+//    columns [p*nr, p*nr + nr) as [k group][nr][group]: one dword per column and k group (the VNNI layout
+//    AMX tiles and vpdpbusd/vpmaddwd/vdpbf16ps read). Zero padded past the width and past k_len up to
+//    `groups` k groups, so that kernels never mask a load.
+// A: rows [i0, i0 + rows) of op(A), K range [k0, k0 + k_len), as [rows][panel_ld] in the packed type, zero
+//    padded from k_len to k_padded: a dword broadcast (or an AMX tile row) then reads whole k groups.
+#pragma once
+
+#include "plan/x86_lowp_plan.hpp"
+
+#include <jitmm/jitmm.h>
+
+#include <cstdint>
+
+namespace jitmm::x86 {
+
+// colsum (may be null; int8 only): colsum[j] += sum over the block of op(B)[k][j0 + j], for j < width.
+void pack_b_lowp(plan::LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum);
+
+void pack_a_lowp(plan::LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, bool trans_a, int64_t i0,
+                 int rows, int64_t k0, int64_t k_len, int64_t k_padded, int64_t panel_ld, void* panel);
+
+// Scalar conversions, shared with the tests' references.
+float bf16_to_f32(uint16_t h);
+float f16_to_f32(uint16_t h);
+
+}  // namespace jitmm::x86

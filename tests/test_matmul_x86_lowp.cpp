@@ -1,0 +1,954 @@
+// x86 low-precision matmul correctness: int8 (u8/s8 x s8/u8) exact in s32 (saturation corners, K large) and
+// dequantized to f32/bf16/f16 (scales per tensor, row, column; A zero point; bias; activations), bf16 and
+// f16 inputs within DESIGN.md's bounds, at every ISA tier this machine can be capped to, over odd shapes, all
+// four layouts, ld > width, batches and thread counts. Outputs are poisoned before every run; padding between
+// rows must stay intact. AMX tile state must be released on every thread that ran tiles.
+#include "hw/cpu.hpp"
+#include "x86/pack_lowp.hpp"
+
+#include <catch2/catch.hpp>
+#include <jitmm/jitmm.h>
+#include <xbyak/xbyak.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using jitmm::hw::X86Isa;
+
+constexpr uint32_t kPadSentinel = 0x5a5a5a5au;  // bytes left in C's row padding; must survive
+
+bool is_int8(jitmm_dtype t) { return t == JITMM_DTYPE_S8 || t == JITMM_DTYPE_U8; }
+size_t type_size(jitmm_dtype t) {
+    switch (t) {
+        case JITMM_DTYPE_F32: case JITMM_DTYPE_S32: return 4;
+        case JITMM_DTYPE_BF16: case JITMM_DTYPE_F16: return 2;
+        default: return 1;
+    }
+}
+
+// 64-byte aligned storage, as frameworks allocate tensors (AMX reads whole cache lines in place only then).
+template <typename T>
+struct Aligned64 {
+    using value_type = T;
+    Aligned64() = default;
+    template <typename U>
+    Aligned64(const Aligned64<U>&) {}
+    T* allocate(size_t n) {
+        return static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64));
+    }
+    void deallocate(T* p, size_t) { std::free(p); }
+    bool operator==(const Aligned64&) const { return true; }
+    bool operator!=(const Aligned64&) const { return false; }
+};
+
+// A typed buffer as raw bytes, read back as double.
+struct Buffer {
+    jitmm_dtype type = JITMM_DTYPE_F32;
+    std::vector<uint8_t, Aligned64<uint8_t>> bytes;
+    Buffer() = default;
+    Buffer(jitmm_dtype t, size_t count) : type(t), bytes(count * type_size(t)) {}
+    size_t size() const { return bytes.size() / type_size(type); }
+    double get(size_t i) const {
+        const uint8_t* p = bytes.data() + i * type_size(type);
+        switch (type) {
+            case JITMM_DTYPE_S8: return static_cast<int8_t>(*p);
+            case JITMM_DTYPE_U8: return *p;
+            case JITMM_DTYPE_S32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+            case JITMM_DTYPE_F32: { float v; std::memcpy(&v, p, 4); return v; }
+            case JITMM_DTYPE_BF16: { uint16_t v; std::memcpy(&v, p, 2); return jitmm::x86::bf16_to_f32(v); }
+            case JITMM_DTYPE_F16: { uint16_t v; std::memcpy(&v, p, 2); return jitmm::x86::f16_to_f32(v); }
+            default: return 0;
+        }
+    }
+    int32_t get_s32(size_t i) const {
+        int32_t v;
+        std::memcpy(&v, bytes.data() + i * 4, 4);
+        return v;
+    }
+    void set_s32(size_t i, int32_t v) { std::memcpy(bytes.data() + i * 4, &v, 4); }
+    void set_f32(size_t i, float v) { std::memcpy(bytes.data() + i * 4, &v, 4); }
+    void set_bits16(size_t i, uint16_t v) { std::memcpy(bytes.data() + i * 2, &v, 2); }
+    void* data() { return bytes.data(); }
+};
+
+// Random values that the type represents exactly: int8 over its whole range, bf16 and f16 built from bits
+// (magnitudes in [1/32, 1) with random signs), f32 in [-1, 1].
+void fill_random(Buffer& buf, std::mt19937& rng) {
+    std::uniform_int_distribution<int> bits(0, 1 << 30);
+    for (size_t i = 0; i < buf.size(); ++i) {
+        const int r = bits(rng);
+        switch (buf.type) {
+            case JITMM_DTYPE_S8: case JITMM_DTYPE_U8: buf.bytes[i] = static_cast<uint8_t>(r); break;
+            case JITMM_DTYPE_S32: buf.set_s32(i, (r % 20001) - 10000); break;
+            case JITMM_DTYPE_F32: buf.set_f32(i, float(r % 20001 - 10000) / 10000.0f); break;
+            case JITMM_DTYPE_BF16:  // sign, exponent 122..126, 7 mantissa bits
+                buf.set_bits16(i, static_cast<uint16_t>(((r & 1) << 15) | ((122 + (r >> 1) % 5) << 7) |
+                                                        ((r >> 4) & 0x7f)));
+                break;
+            case JITMM_DTYPE_F16:  // sign, exponent 10..14, 10 mantissa bits
+                buf.set_bits16(i, static_cast<uint16_t>(((r & 1) << 15) | ((10 + (r >> 1) % 5) << 10) |
+                                                        ((r >> 4) & 0x3ff)));
+                break;
+            default: break;
+        }
+    }
+}
+
+void fill_constant_int8(Buffer& buf, int value) {
+    for (auto& byte : buf.bytes) byte = static_cast<uint8_t>(value);
+}
+
+struct Case {
+    jitmm_dtype a = JITMM_DTYPE_U8, b = JITMM_DTYPE_S8, c = JITMM_DTYPE_S32, bias_type = JITMM_DTYPE_F32;
+    int64_t m = 1, n = 1, k = 1, batch = 1;
+    bool ta = false, tb = false;
+    int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
+    float alpha = 1, beta = 0;
+    jitmm_epilogue epilogue = JITMM_EPILOGUE_NONE;
+    jitmm_bias_layout bias_layout = JITMM_BIAS_PER_COLUMN;
+    jitmm_scale_mode a_scale = JITMM_SCALE_NONE, b_scale = JITMM_SCALE_NONE;
+    int32_t zero_point = 0;
+    bool share_b = false;
+    int a_fill = 1000, b_fill = 1000;  // int8 constants for the saturation corners (1000: random)
+    int64_t b_offset = 0;              // elements B starts past a 64-byte boundary
+};
+
+std::string describe(const Case& c) {
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "%s*%s->%s %lldx%lldx%lld batch=%lld %c%c pads=%lld/%lld/%lld alpha=%g beta=%g %s %s bias=%s "
+                  "scales=%d/%d zp=%d%s fill=%d/%d",
+                  jitmm_dtype_name(c.a), jitmm_dtype_name(c.b), jitmm_dtype_name(c.c), (long long)c.m,
+                  (long long)c.n, (long long)c.k, (long long)c.batch, c.ta ? 'T' : 'N', c.tb ? 'T' : 'N',
+                  (long long)c.lda_pad, (long long)c.ldb_pad, (long long)c.ldc_pad, c.alpha, c.beta,
+                  jitmm_epilogue_name(c.epilogue), c.bias_layout == JITMM_BIAS_PER_ROW ? "row" : "col",
+                  jitmm_dtype_name(c.bias_type), int(c.a_scale), int(c.b_scale), int(c.zero_point),
+                  c.share_b ? " shared-B" : "", c.a_fill, c.b_fill);
+    return buf;
+}
+
+bool has_bias(jitmm_epilogue e) { return e == JITMM_EPILOGUE_BIAS || e >= JITMM_EPILOGUE_BIAS_RELU; }
+
+double activate(jitmm_epilogue e, double x) {
+    switch (e) {
+        case JITMM_EPILOGUE_RELU: case JITMM_EPILOGUE_BIAS_RELU: return x > 0 ? x : 0;
+        case JITMM_EPILOGUE_GELU_TANH: case JITMM_EPILOGUE_BIAS_GELU_TANH:
+            return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        case JITMM_EPILOGUE_GELU_ERF: case JITMM_EPILOGUE_BIAS_GELU_ERF:
+            return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        case JITMM_EPILOGUE_SILU: case JITMM_EPILOGUE_BIAS_SILU: return x / (1 + std::exp(-x));
+        default: return x;
+    }
+}
+
+// Relative Frobenius bound for a float C: the inputs are exact in both computations, so what is left is f32
+// accumulation (bf16/f16 inputs: DESIGN.md's 1e-2), f32 epilogue arithmetic and the rounding of C.
+double float_bound(const Case& c) {
+    if (!is_int8(c.a)) return 1e-2;
+    switch (c.c) {
+        case JITMM_DTYPE_BF16: return 1e-2;
+        case JITMM_DTYPE_F16: return 2e-3;
+        default: return 1e-5;
+    }
+}
+
+void check_case(jitmm_engine* engine, const Case& c, std::mt19937& rng) {
+    INFO("case: " << describe(c));
+    const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+    const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+    const int64_t lda = a_cols + c.lda_pad, ldb = b_cols + c.ldb_pad, ldc = c.n + c.ldc_pad;
+    const int64_t stride_a = a_rows * lda, stride_b = c.share_b ? 0 : b_rows * ldb, stride_c = c.m * ldc;
+
+    Buffer a(c.a, stride_a * c.batch), b(c.b, std::max<int64_t>(stride_b, b_rows * ldb) * c.batch + c.b_offset);
+    if (c.a_fill != 1000) fill_constant_int8(a, c.a_fill);
+    else fill_random(a, rng);
+    if (c.b_fill != 1000) fill_constant_int8(b, c.b_fill);
+    else fill_random(b, rng);
+    const bool bias_on = has_bias(c.epilogue);
+    Buffer bias(c.bias_type, bias_on ? (c.bias_layout == JITMM_BIAS_PER_ROW ? c.m : c.n) : 1);
+    fill_random(bias, rng);
+    std::vector<float> a_scales(c.a_scale == JITMM_SCALE_PER_ROW ? c.m : 1);
+    std::vector<float> b_scales(c.b_scale == JITMM_SCALE_PER_COLUMN ? c.n : 1);
+    std::uniform_real_distribution<float> scale_dist(0.001f, 0.02f);
+    for (auto& s : a_scales) s = scale_dist(rng);
+    for (auto& s : b_scales) s = scale_dist(rng);
+
+    // C: random where beta reads it, poison where it must not be read (NaN bits for float types, a pattern
+    // for s32); the row padding holds a sentinel.
+    Buffer c0(c.c, stride_c * c.batch);
+    fill_random(c0, rng);
+    const size_t cs = type_size(c.c);
+    for (int64_t i = 0; i < (int64_t)c0.size(); ++i) {
+        uint8_t* p = c0.bytes.data() + i * cs;
+        if (i % ldc >= c.n) std::memcpy(p, &kPadSentinel, cs);
+        else if (c.beta == 0) std::memset(p, 0xff, cs);  // NaN in f32/bf16/f16, -1 in s32
+    }
+    Buffer out = c0;
+
+    jitmm_matmul_desc d;
+    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+    d.m = c.m; d.n = c.n; d.k = c.k; d.batch_count = c.batch;
+    d.a_type = c.a; d.b_type = c.b; d.c_type = c.c; d.bias_type = c.bias_type;
+    d.trans_a = c.ta; d.trans_b = c.tb;
+    d.lda = lda; d.ldb = ldb; d.ldc = ldc;
+    d.stride_a = stride_a; d.stride_b = stride_b; d.stride_c = stride_c;
+    d.alpha = c.alpha; d.beta = c.beta;
+    d.epilogue = c.epilogue;
+    d.bias_layout = c.bias_layout;
+    d.a_scale_mode = c.a_scale;
+    d.b_scale_mode = c.b_scale;
+    d.a_zero_point = c.zero_point;
+    jitmm_matmul_args args;
+    REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+    args.a = a.data(); args.b = b.bytes.data() + c.b_offset * type_size(c.b);
+    args.c = out.data(); args.bias = bias.data();
+    args.a_scales = a_scales.data();
+    args.b_scales = b_scales.data();
+    const jitmm_status st = jitmm_matmul(engine, &d, &args);
+    INFO("status: " << jitmm_status_string(st) << " " << jitmm_last_error_message());
+    REQUIRE(st == JITMM_STATUS_SUCCESS);
+
+    const bool int_out = c.c == JITMM_DTYPE_S32;
+    const double bound = float_bound(c);
+    for (int64_t bt = 0; bt < c.batch; ++bt) {
+        double err2 = 0, ref2 = 0;
+        int64_t bad_pad = 0, non_finite = 0, int_mismatch = 0;
+        int32_t first_got = 0;
+        int64_t first_want = 0;
+        for (int64_t i = 0; i < c.m; ++i) {
+            for (int64_t j = 0; j < ldc; ++j) {
+                const size_t at = size_t(bt * stride_c + i * ldc + j);
+                if (j >= c.n) {
+                    bad_pad += std::memcmp(out.bytes.data() + at * cs, &kPadSentinel, cs) != 0;
+                    continue;
+                }
+                if (int_out || is_int8(c.a)) {
+                    // Integer sum of (a - zero point) * b, exactly.
+                    int64_t acc = 0;
+                    for (int64_t p = 0; p < c.k; ++p) {
+                        const int64_t av = int64_t(a.get(size_t(bt * stride_a + (c.ta ? p * lda + i : i * lda + p)))) -
+                                           c.zero_point;
+                        const size_t b_at = size_t(c.b_offset + bt * stride_b + (c.tb ? j * ldb + p : p * ldb + j));
+                        const int64_t bv = int64_t(b.get(b_at));
+                        acc += av * bv;
+                    }
+                    if (int_out) {
+                        int64_t want = acc;
+                        if (c.beta != 0) want += c0.get_s32(at);
+                        if (bias_on) want += int64_t(bias.get(c.bias_layout == JITMM_BIAS_PER_ROW ? i : j));
+                        if (c.epilogue == JITMM_EPILOGUE_RELU || c.epilogue == JITMM_EPILOGUE_BIAS_RELU)
+                            want = std::max<int64_t>(want, 0);
+                        const int32_t got = out.get_s32(at);
+                        if (int64_t(got) != want && int_mismatch++ == 0) {
+                            first_got = got;
+                            first_want = want;
+                        }
+                        continue;
+                    }
+                    double ref = double(c.alpha) * double(acc);
+                    if (c.a_scale != JITMM_SCALE_NONE) ref *= a_scales[c.a_scale == JITMM_SCALE_PER_ROW ? i : 0];
+                    if (c.b_scale != JITMM_SCALE_NONE) ref *= b_scales[c.b_scale == JITMM_SCALE_PER_COLUMN ? j : 0];
+                    if (c.beta != 0) ref += double(c.beta) * c0.get(at);
+                    if (bias_on) ref += bias.get(c.bias_layout == JITMM_BIAS_PER_ROW ? i : j);
+                    ref = activate(c.epilogue, ref);
+                    const double got = out.get(at);
+                    if (!std::isfinite(got)) ++non_finite;
+                    err2 += (got - ref) * (got - ref);
+                    ref2 += ref * ref;
+                    continue;
+                }
+                double acc = 0;
+                for (int64_t p = 0; p < c.k; ++p)
+                    acc += a.get(size_t(bt * stride_a + (c.ta ? p * lda + i : i * lda + p))) *
+                           b.get(size_t(c.b_offset + bt * stride_b + (c.tb ? j * ldb + p : p * ldb + j)));
+                double ref = c.alpha * acc;
+                if (c.beta != 0) ref += double(c.beta) * c0.get(at);
+                if (bias_on) ref += bias.get(c.bias_layout == JITMM_BIAS_PER_ROW ? i : j);
+                ref = activate(c.epilogue, ref);
+                const double got = out.get(at);
+                if (!std::isfinite(got)) ++non_finite;
+                err2 += (got - ref) * (got - ref);
+                ref2 += ref * ref;
+            }
+        }
+        INFO("batch " << bt);
+        REQUIRE(bad_pad == 0);
+        if (int_out) {
+            INFO("first mismatch: got " << first_got << " want " << first_want);
+            REQUIRE(int_mismatch == 0);
+            continue;
+        }
+        REQUIRE(non_finite == 0);
+        const double rel = std::sqrt(err2) / std::max(std::sqrt(ref2), 1e-30);
+        INFO("relative Frobenius error " << rel << " bound " << bound);
+        REQUIRE(rel <= bound);
+    }
+}
+
+struct Tier {
+    const char* name;
+    X86Isa isa;
+};
+
+// Every tier this machine can be capped to; a tier it lacks is reported, never silently passed.
+std::vector<Tier> runnable_tiers() {
+    std::vector<Tier> tiers;
+    const X86Isa best = jitmm::hw::cpu_info().best_isa;
+    for (Tier t : {Tier{"avx2", X86Isa::avx2}, Tier{"avx512", X86Isa::avx512}, Tier{"avx512_vnni", X86Isa::avx512_vnni},
+                   Tier{"avx512_bf16", X86Isa::avx512_bf16}, Tier{"avx512_fp16", X86Isa::avx512_fp16},
+                   Tier{"amx", X86Isa::amx}}) {
+        if (best >= t.isa) tiers.push_back(t);
+        else WARN("SKIPPED: tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best)
+                                    << ")");
+    }
+    return tiers;
+}
+
+jitmm_engine* make_engine(const char* max_isa, int threads, jitmm_parallel_for_fn pf = nullptr, void* ctx = nullptr) {
+    jitmm_engine_config cfg;
+    REQUIRE(jitmm_engine_config_init(&cfg) == JITMM_STATUS_SUCCESS);
+    cfg.max_isa = max_isa;
+    cfg.num_threads = threads;
+    cfg.cache_dir = "";
+    cfg.parallel_for = pf;
+    cfg.parallel_for_ctx = ctx;
+    jitmm_engine* e = nullptr;
+    REQUIRE(jitmm_engine_create(&cfg, &e) == JITMM_STATUS_SUCCESS);
+    return e;
+}
+
+struct EngineGuard {
+    jitmm_engine* e;
+    ~EngineGuard() { jitmm_engine_destroy(e); }
+};
+
+const int64_t kOdd[] = {1, 7, 33, 65, 127, 3, 17, 48};
+
+// The generator a desc gets (to check that a tier really runs the family it should).
+std::string generator_of(jitmm_engine* e, const jitmm_matmul_desc& d) {
+    jitmm_kernel* k = nullptr;
+    if (jitmm_kernel_create(e, &d, &k) != JITMM_STATUS_SUCCESS)
+        return std::string("error: ") + jitmm_last_error_message();
+    jitmm_kernel_info info;
+    info.struct_size = sizeof info;
+    jitmm_kernel_get_info(k, &info);
+    std::string g = info.generator;
+    jitmm_kernel_release(k);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("x86 lowp: each tier runs the family it should", "[x86][lowp]") {
+    struct Want {
+        jitmm_dtype a, b;
+        const char* tier;
+        const char* generator;
+    };
+    const Want wants[] = {
+        {JITMM_DTYPE_U8, JITMM_DTYPE_S8, "amx", "x86_int8_amx"},
+        {JITMM_DTYPE_S8, JITMM_DTYPE_U8, "amx", "x86_int8_amx"},
+        {JITMM_DTYPE_S8, JITMM_DTYPE_S8, "avx512_fp16", "x86_int8_vnni_avx512"},
+        {JITMM_DTYPE_S8, JITMM_DTYPE_S8, "avx512_vnni", "x86_int8_vnni_avx512"},
+        {JITMM_DTYPE_U8, JITMM_DTYPE_U8, "avx512_vnni", "x86_int8_s16_avx512"},
+        {JITMM_DTYPE_U8, JITMM_DTYPE_S8, "avx512", "x86_int8_s16_avx512"},
+        {JITMM_DTYPE_S8, JITMM_DTYPE_S8, "avx2", "x86_int8_s16_avx2"},
+        {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "amx", "x86_bf16_amx"},
+        {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx512_bf16", "x86_bf16_f32_avx512"},
+        {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx512_vnni", "x86_bf16_f32_avx512"},
+        {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx2", "x86_bf16_f32_avx2"},
+        {JITMM_DTYPE_F16, JITMM_DTYPE_F16, "amx", "x86_f16_f32_avx512"},
+        {JITMM_DTYPE_F16, JITMM_DTYPE_F16, "avx2", "x86_f16_f32_avx2"},
+    };
+    const X86Isa best = jitmm::hw::cpu_info().best_isa;
+    for (const Want& w : wants) {
+        X86Isa tier;
+        REQUIRE(jitmm::hw::isa_from_name(w.tier, &tier));
+        if (best < tier) {
+            WARN("SKIPPED: tier " << w.tier << " not available on this CPU");
+            continue;
+        }
+        EngineGuard e{make_engine(w.tier, 1)};
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = 40; d.n = 40; d.k = 64;
+        d.a_type = w.a; d.b_type = w.b;
+        d.c_type = is_int8(w.a) ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+        INFO(w.tier << " " << jitmm_dtype_name(w.a) << "*" << jitmm_dtype_name(w.b));
+        CHECK(generator_of(e.e, d) == w.generator);
+    }
+}
+
+TEST_CASE("x86 lowp int8: exact s32 over odd shapes and every layout at every tier", "[x86][lowp]") {
+    std::mt19937 rng(701);
+    const jitmm_dtype pairs[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                                    {JITMM_DTYPE_S8, JITMM_DTYPE_U8}, {JITMM_DTYPE_U8, JITMM_DTYPE_U8}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const auto& pair : pairs) {
+            for (int layout = 0; layout < 4; ++layout) {
+                for (int s = 0; s < 4; ++s, ++it) {
+                    Case c;
+                    c.a = pair[0];
+                    c.b = pair[1];
+                    c.m = kOdd[(it * 3) % 8];
+                    c.n = kOdd[(it * 5 + 1) % 8];
+                    c.k = kOdd[(it * 7 + 2) % 8] + (it % 3 == 0 ? 64 : 0);
+                    c.ta = layout & 1;
+                    c.tb = layout & 2;
+                    c.lda_pad = it % 3;
+                    c.ldc_pad = (it % 4 == 1) ? 5 : 0;
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp int8: saturation corners with K large are exact", "[x86][lowp]") {
+    std::mt19937 rng(702);
+    struct Corner {
+        jitmm_dtype a, b;
+        int a_fill, b_fill;
+    };
+    // 255 * 127 * 2 overflows s16 (vpmaddubsw would saturate); -128 * -128 needs the s8 x s8 path exactly.
+    const Corner corners[] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8, 255, 127},  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, 255, -128},
+                              {JITMM_DTYPE_S8, JITMM_DTYPE_S8, -128, -128}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8, -128, 127},
+                              {JITMM_DTYPE_S8, JITMM_DTYPE_S8, 127, -128},  {JITMM_DTYPE_U8, JITMM_DTYPE_U8, 255, 255},
+                              {JITMM_DTYPE_S8, JITMM_DTYPE_U8, -128, 255}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 2)};
+        int it = 0;
+        for (const Corner& corner : corners) {
+            Case c;
+            c.a = corner.a;
+            c.b = corner.b;
+            c.a_fill = corner.a_fill;
+            c.b_fill = corner.b_fill;
+            c.m = 33;
+            c.n = 47;
+            c.k = 4099;  // several K blocks at every tier, and a K tail inside every k group size
+            c.ta = it & 1;
+            c.tb = it & 2;
+            check_case(e.e, c, rng);
+            ++it;
+        }
+        // Random values over the full ranges with K large, and a zero point (exact in s32 too).
+        for (int32_t zp : {0, 131, -77}) {
+            Case c;
+            c.a = zp < 0 ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
+            c.m = 65;
+            c.n = 33;
+            c.k = 4099;
+            c.zero_point = zp;
+            c.tb = zp != 0;
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp int8: s32 integer epilogue (beta 1, s32 bias, relu) stays exact", "[x86][lowp]") {
+    std::mt19937 rng(703);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (jitmm_epilogue ep :
+             {JITMM_EPILOGUE_NONE, JITMM_EPILOGUE_RELU, JITMM_EPILOGUE_BIAS, JITMM_EPILOGUE_BIAS_RELU}) {
+            for (float beta : {0.0f, 1.0f}) {
+                Case c;
+                c.a = (it & 1) ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
+                c.m = kOdd[it % 8] + 30;
+                c.n = kOdd[(it + 3) % 8] + 2;
+                c.k = 300 + it;
+                c.beta = beta;
+                c.epilogue = ep;
+                c.bias_type = JITMM_DTYPE_S32;
+                c.bias_layout = (it & 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                c.zero_point = (it % 3 == 0) ? ((it & 1) ? -5 : 17) : 0;
+                c.ldc_pad = it % 3;
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp int8: dequantizing epilogues to f32, bf16 and f16", "[x86][lowp]") {
+    std::mt19937 rng(704);
+    const jitmm_dtype outs[] = {JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    const jitmm_scale_mode a_modes[] = {JITMM_SCALE_NONE, JITMM_SCALE_PER_TENSOR, JITMM_SCALE_PER_ROW};
+    const jitmm_scale_mode b_modes[] = {JITMM_SCALE_NONE, JITMM_SCALE_PER_TENSOR, JITMM_SCALE_PER_COLUMN};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 2)};
+        for (int it = 0; it < 18; ++it) {
+            Case c;
+            c.a = (it & 1) ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
+            c.c = outs[it % 3];
+            c.m = kOdd[it % 8] + (it % 5);
+            c.n = kOdd[(it * 3 + 1) % 8] + 16;
+            c.k = 100 + 37 * it;
+            c.a_scale = a_modes[(it / 3) % 3];
+            c.b_scale = b_modes[(it + it / 3) % 3];
+            c.zero_point = (it % 4 == 0) ? ((it & 1) ? -3 : 128) : 0;
+            const bool scaled = c.a_scale != JITMM_SCALE_NONE || c.b_scale != JITMM_SCALE_NONE;
+            c.alpha = !scaled ? 0.001f : (it % 5 == 0 ? 2.0f : 1.0f);
+            c.beta = (it % 3 == 1) ? 0.5f : 0.0f;
+            c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+            c.bias_layout = (it % 4 == 3) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+            c.bias_type = (it % 2) ? c.c : JITMM_DTYPE_F32;
+            c.ta = it % 6 == 5;
+            c.tb = it % 4 == 2;
+            c.ldc_pad = it % 2;
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp bf16 and f16: odd shapes, layouts, outputs and epilogues", "[x86][lowp]") {
+    std::mt19937 rng(705);
+    const jitmm_dtype ins[] = {JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    const jitmm_dtype outs[] = {JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (jitmm_dtype in : ins) {
+            for (int layout = 0; layout < 4; ++layout) {
+                for (int s = 0; s < 5; ++s, ++it) {
+                    Case c;
+                    c.a = c.b = in;
+                    c.c = outs[it % 3];
+                    c.m = kOdd[(it * 3) % 8];
+                    c.n = kOdd[(it * 5 + 2) % 8];
+                    c.k = kOdd[(it * 7 + 1) % 8] + (it % 4 == 0 ? 100 : 0);
+                    c.ta = layout & 1;
+                    c.tb = layout & 2;
+                    c.lda_pad = it % 3;
+                    c.ldb_pad = (it % 5 == 1) ? 3 : 0;
+                    c.ldc_pad = (it % 4 == 1) ? 2 : 0;
+                    c.alpha = (it % 4 == 3) ? -0.5f : 1.0f;
+                    c.beta = (it % 3 == 2) ? 1.0f : 0.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.bias_type = (it % 3 == 0) ? c.c : JITMM_DTYPE_F32;
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+        // K large: several K blocks (the accumulator strip) at every tier.
+        for (jitmm_dtype in : ins) {
+            Case c;
+            c.a = c.b = in;
+            c.c = JITMM_DTYPE_F32;
+            c.m = 70;
+            c.n = 50;
+            c.k = 3001;
+            c.tb = in == JITMM_DTYPE_F16;
+            c.epilogue = JITMM_EPILOGUE_BIAS_GELU_ERF;
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp AMX: few rows times B stored N x K swap the tile roles (B read in place)", "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(710);
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_U8}, {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
+    const jitmm_dtype int_outs[] = {JITMM_DTYPE_S32, JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    const jitmm_dtype half_outs[] = {JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    for (int threads : {1, 3}) {
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (const auto& in : ins) {
+            for (int64_t m : {1, 7, 17, 32, 100}) {
+                Case c;
+                c.a = in[0];
+                c.b = in[1];
+                const bool int8 = is_int8(c.a);
+                c.c = int8 ? int_outs[it % 4] : half_outs[it % 3];
+                c.m = m;
+                c.n = kOdd[it % 8] + 64;
+                c.k = int8 ? 64 * (1 + it % 5) : 32 * (1 + it % 7);
+                c.tb = true;
+                c.ta = it % 3 == 2;
+                c.ldb_pad = (it % 4 == 1) ? 64 : 0;  // keeps B's rows whole cache lines
+                c.b_offset = (it % 5 == 3) ? 1 : 0;  // a misaligned B: its rows get copied
+                c.batch = (it % 6 == 5) ? 2 : 1;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.beta = (it % 3 == 1) ? 0.5f : 0.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    if (int8 && it % 4 == 2) {
+                        c.alpha = 1.0f;
+                        c.a_scale = JITMM_SCALE_PER_ROW;
+                        c.b_scale = JITMM_SCALE_PER_COLUMN;
+                    }
+                } else if (it % 2) {
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                    c.bias_type = JITMM_DTYPE_S32;
+                    c.bias_layout = (it % 4 == 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+        // The recipe says so.
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = 4; d.n = 256; d.k = 512;
+        d.a_type = d.b_type = JITMM_DTYPE_BF16;
+        d.trans_b = 1;
+        jitmm_kernel* k = nullptr;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &k) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        jitmm_kernel_get_info(k, &info);
+        CHECK(std::string(info.recipe).find("swapAB") != std::string::npos);
+        jitmm_kernel_release(k);
+    }
+}
+
+TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_bf16) {
+        WARN("SKIPPED: no AVX512-BF16 on this CPU");
+        return;
+    }
+    setenv("JITMM_X86_BF16_DOT", "1", 1);
+    std::mt19937 rng(708);
+    EngineGuard e{make_engine("avx512_bf16", 2)};
+    const jitmm_dtype outs[] = {JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    for (int it = 0; it < 8; ++it) {
+        Case c;
+        c.a = c.b = JITMM_DTYPE_BF16;
+        c.c = outs[it % 3];
+        c.m = kOdd[it % 8] + 3;
+        c.n = kOdd[(it + 2) % 8] + 1;
+        c.k = it == 7 ? 5001 : kOdd[(it + 5) % 8];
+        c.ta = it & 1;
+        c.tb = it & 2;
+        c.lda_pad = it % 2;
+        c.beta = (it % 3 == 1) ? 0.5f : 0.0f;
+        c.epilogue = static_cast<jitmm_epilogue>((it * 3) % JITMM_EPILOGUE_COUNT);
+        check_case(e.e, c, rng);
+    }
+    jitmm_matmul_desc d;
+    jitmm_matmul_desc_init(&d);
+    d.m = d.n = d.k = 64;
+    d.a_type = d.b_type = JITMM_DTYPE_BF16;
+    CHECK(generator_of(e.e, d) == "x86_bf16_dot_avx512");
+    unsetenv("JITMM_X86_BF16_DOT");
+}
+
+TEST_CASE("x86 lowp: randomized sweep of batches, shared B, ld padding and threads 1-4", "[x86][lowp]") {
+    std::mt19937 rng(706);
+    std::uniform_int_distribution<int> pick(0, 1 << 20);
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, {JITMM_DTYPE_F16, JITMM_DTYPE_F16}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2, 3, 4}) {
+            INFO("threads " << threads);
+            EngineGuard e{make_engine(tier.name, threads)};
+            for (int it = 0; it < 4; ++it) {
+                Case c;
+                const auto& in = ins[pick(rng) % 4];
+                c.a = in[0];
+                c.b = in[1];
+                c.c = is_int8(c.a) && (pick(rng) & 1) ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+                c.m = 1 + pick(rng) % 150;
+                c.n = 1 + pick(rng) % 150;
+                c.k = 1 + pick(rng) % 300;
+                c.batch = 1 + pick(rng) % 3;
+                c.share_b = c.batch > 1 && pick(rng) % 3 == 0;
+                c.ta = pick(rng) & 1;
+                c.tb = pick(rng) & 1;
+                c.lda_pad = (pick(rng) & 1) ? pick(rng) % 9 : 0;
+                c.ldb_pad = (pick(rng) & 1) ? pick(rng) % 9 : 0;
+                c.ldc_pad = (pick(rng) & 1) ? pick(rng) % 9 : 0;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = is_int8(c.a) ? 0.01f : 1.0f;
+                    c.beta = (pick(rng) & 1) ? 0.5f : 0.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(pick(rng) % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (pick(rng) & 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                }
+                check_case(e.e, c, rng);
+            }
+            // Large enough that every thread gets work (AMX fans out only past ~16 MFLOP).
+            Case big;
+            big.a = (threads & 1) ? JITMM_DTYPE_U8 : JITMM_DTYPE_BF16;
+            big.b = (threads & 1) ? JITMM_DTYPE_S8 : JITMM_DTYPE_BF16;
+            big.c = (threads & 1) ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+            big.m = 200;
+            big.n = 230;
+            big.k = 300;
+            big.batch = 2;
+            check_case(e.e, big, rng);
+        }
+    }
+}
+
+namespace {
+
+// Reads the calling thread's tile configuration (all zero when the tiles are released or never used).
+class TileConfigReader : public Xbyak::CodeGenerator {
+public:
+    TileConfigReader() {
+        sttilecfg(ptr[rdi]);
+        ret();
+    }
+    bool released() {
+        alignas(64) uint8_t cfg[64];
+        std::memset(cfg, 0xee, sizeof cfg);
+        getCode<void (*)(void*)>()(cfg);
+        for (uint8_t byte : cfg)
+            if (byte != 0) return false;
+        return true;
+    }
+};
+
+// A framework's parallel-for on its own threads that checks, after every task, that the task left no tile
+// configuration behind.
+struct CheckingPool {
+    TileConfigReader* reader;
+    std::atomic<int> tasks{0};
+    std::atomic<int> leaked{0};
+    static void parallel_for(void* self_ptr, int64_t n, jitmm_task_fn fn, void* fn_ctx) {
+        auto* self = static_cast<CheckingPool*>(self_ptr);
+        std::vector<std::thread> threads;
+        std::atomic<int64_t> next{0};
+        for (int t = 0; t < 3; ++t)
+            threads.emplace_back([&] {
+                for (int64_t i; (i = next.fetch_add(1)) < n;) {
+                    fn(fn_ctx, i);
+                    self->tasks.fetch_add(1);
+                    if (!self->reader->released()) self->leaked.fetch_add(1);
+                }
+            });
+        for (auto& t : threads) t.join();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("x86 lowp AMX: tiles configured per task on pool threads and released when the run returns",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
+        return;
+    }
+    TileConfigReader reader;
+    std::mt19937 rng(707);
+    // The engine's own pool, threads 2-4, and several caller threads sharing one engine at once.
+    for (int threads : {2, 3, 4}) {
+        EngineGuard e{make_engine("amx", threads)};
+        std::vector<std::thread> callers;
+        std::atomic<int> failures{0};
+        for (int t = 0; t < 2; ++t)
+            callers.emplace_back([&, t] {
+                std::mt19937 local(1000 + t);
+                Case c;
+                c.a = t ? JITMM_DTYPE_BF16 : JITMM_DTYPE_U8;
+                c.b = t ? JITMM_DTYPE_BF16 : JITMM_DTYPE_S8;
+                c.c = t ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32;
+                c.alpha = t ? 1.0f : 0.01f;
+                c.m = 250;
+                c.n = 190;
+                c.k = 700;
+                c.batch = 2;
+                c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                check_case(e.e, c, local);  // REQUIRE from a thread: counted below instead of trusted alone
+                if (!reader.released()) failures.fetch_add(1);
+            });
+        for (auto& t : callers) t.join();
+        CHECK(failures == 0);
+        Case c;
+        c.a = JITMM_DTYPE_S8;
+        c.m = 300;
+        c.n = 300;
+        c.k = 256;
+        check_case(e.e, c, rng);
+        CHECK(reader.released());  // the calling thread runs tasks too
+    }
+    // A framework's parallel-for: every task must leave its thread's tiles released.
+    CheckingPool pool;
+    pool.reader = &reader;
+    EngineGuard e{make_engine("amx", 3, &CheckingPool::parallel_for, &pool)};
+    for (jitmm_dtype t : {JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+        Case c;
+        c.a = t;
+        c.b = t == JITMM_DTYPE_U8 ? JITMM_DTYPE_S8 : t;
+        c.c = t == JITMM_DTYPE_U8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+        c.m = 320;
+        c.n = 320;
+        c.k = 512;
+        c.batch = 3;
+        check_case(e.e, c, rng);
+    }
+    CHECK(pool.tasks > 0);
+    CHECK(pool.leaked == 0);
+}
+
+TEST_CASE("x86 lowp: kernels reload from the disk cache and still compute exactly", "[x86][lowp]") {
+    char dir[] = "/tmp/jitmm-lowp-cache-XXXXXX";
+    REQUIRE(::mkdtemp(dir) != nullptr);
+    std::mt19937 rng(709);
+    for (int round = 0; round < 2; ++round) {  // the first generates and stores, the second loads
+        INFO("round " << round);
+        jitmm_engine_config cfg;
+        jitmm_engine_config_init(&cfg);
+        cfg.cache_dir = dir;
+        cfg.num_threads = 2;
+        jitmm_engine* e = nullptr;
+        REQUIRE(jitmm_engine_create(&cfg, &e) == JITMM_STATUS_SUCCESS);
+        EngineGuard guard{e};
+        Case c;
+        c.a = JITMM_DTYPE_S8;
+        c.c = JITMM_DTYPE_BF16;
+        c.m = 77;
+        c.n = 45;
+        c.k = 200;
+        c.b_scale = JITMM_SCALE_PER_COLUMN;
+        c.a_scale = JITMM_SCALE_PER_TENSOR;
+        c.epilogue = JITMM_EPILOGUE_BIAS_GELU_TANH;
+        check_case(e, c, rng);
+        Case d;
+        d.a = d.b = JITMM_DTYPE_BF16;
+        d.c = JITMM_DTYPE_F32;
+        d.m = 64;
+        d.n = 96;
+        d.k = 640;
+        d.tb = true;
+        check_case(e, d, rng);
+    }
+    std::string cmd = std::string("rm -rf ") + dir;
+    CHECK(std::system(cmd.c_str()) == 0);
+}
+
+TEST_CASE("x86 lowp: validation of scales and zero points, honest UNSUPPORTED, old struct sizes", "[x86][lowp][api]") {
+    EngineGuard e{make_engine(nullptr, 1)};
+    std::vector<uint8_t> a(64 * 64), b(64 * 64);
+    std::vector<float> c(64 * 64);
+    float scale = 0.5f;
+    auto desc = [] {
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = 8; d.n = 8; d.k = 8;
+        d.a_type = JITMM_DTYPE_U8; d.b_type = JITMM_DTYPE_S8; d.c_type = JITMM_DTYPE_F32;
+        return d;
+    };
+    jitmm_matmul_args args;
+    jitmm_matmul_args_init(&args);
+    args.a = a.data(); args.b = b.data(); args.c = c.data();
+    auto expect = [&](const jitmm_matmul_desc& d, const jitmm_matmul_args& r, jitmm_status want, const char* text) {
+        const jitmm_status got = jitmm_matmul(e.e, &d, &r);
+        INFO("want " << jitmm_status_string(want) << " mentioning \"" << text << "\", got "
+                     << jitmm_status_string(got) << ": " << jitmm_last_error_message());
+        CHECK(got == want);
+        CHECK(std::string(jitmm_last_error_message()).find(text) != std::string::npos);
+    };
+    CHECK(desc().a_scale_mode == JITMM_SCALE_NONE);
+    CHECK(desc().b_scale_mode == JITMM_SCALE_NONE);
+    CHECK(desc().a_zero_point == 0);
+    CHECK(args.a_scales == nullptr);
+    CHECK(args.b_scales == nullptr);
+
+    jitmm_matmul_desc d = desc();
+    d.b_scale_mode = JITMM_SCALE_PER_COLUMN;
+    expect(d, args, JITMM_STATUS_NULL_POINTER, "args.b_scales");
+    d = desc();
+    d.a_scale_mode = JITMM_SCALE_PER_TENSOR;
+    expect(d, args, JITMM_STATUS_NULL_POINTER, "args.a_scales");
+    d = desc();
+    d.a_scale_mode = JITMM_SCALE_PER_COLUMN;
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "desc.a_scale_mode");
+    d = desc();
+    d.b_scale_mode = JITMM_SCALE_PER_ROW;
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "desc.b_scale_mode");
+    d = desc();
+    d.b_scale_mode = static_cast<jitmm_scale_mode>(9);
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "desc.b_scale_mode");
+    d = desc();
+    d.a_type = d.b_type = JITMM_DTYPE_BF16;
+    d.b_scale_mode = JITMM_SCALE_PER_TENSOR;
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "desc.b_scale_mode");
+    d = desc();
+    d.c_type = JITMM_DTYPE_S32;
+    d.a_scale_mode = JITMM_SCALE_PER_TENSOR;
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "floating-point c_type");
+    d = desc();
+    d.a_zero_point = 256;
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "desc.a_zero_point");
+    d = desc();
+    d.a_type = JITMM_DTYPE_S8;
+    d.a_zero_point = -129;
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "desc.a_zero_point");
+    d = desc();
+    d.a_type = d.b_type = JITMM_DTYPE_F32;
+    d.a_zero_point = 3;
+    expect(d, args, JITMM_STATUS_INVALID_VALUE, "desc.a_zero_point");
+
+    // Valid but without a kernel: UNSUPPORTED, naming why.
+    d = desc();
+    d.c_type = JITMM_DTYPE_S32;
+    d.alpha = 2.0f;
+    expect(d, args, JITMM_STATUS_UNSUPPORTED, "alpha must be 1");
+    d = desc();
+    d.c_type = JITMM_DTYPE_S32;
+    d.epilogue = JITMM_EPILOGUE_GELU_TANH;
+    expect(d, args, JITMM_STATUS_UNSUPPORTED, "only relu");
+    d = desc();
+    d.c_type = JITMM_DTYPE_S32;
+    d.epilogue = JITMM_EPILOGUE_BIAS;
+    args.bias = c.data();
+    expect(d, args, JITMM_STATUS_UNSUPPORTED, "bias must be s32");
+    d = desc();
+    d.a_type = JITMM_DTYPE_BF16;
+    d.b_type = JITMM_DTYPE_F32;
+    expect(d, args, JITMM_STATUS_UNSUPPORTED, "bf16 by f32");
+    d = desc();
+    d.a_type = d.b_type = JITMM_DTYPE_BF16;
+    d.c_type = JITMM_DTYPE_S32;
+    expect(d, args, JITMM_STATUS_UNSUPPORTED, "c_type");
+    d = desc();
+    d.a_type = d.b_type = d.c_type = JITMM_DTYPE_F32;
+    d.c_type = JITMM_DTYPE_BF16;
+    expect(d, args, JITMM_STATUS_UNSUPPORTED, "c_type=bf16");
+
+    // A caller built against the header before the quantization fields: its struct_size ends before them,
+    // and whatever lies past it is not read.
+    d = desc();
+    d.struct_size = (offsetof(jitmm_matmul_desc, a_scale_mode) + alignof(jitmm_matmul_desc) - 1) /
+                    alignof(jitmm_matmul_desc) * alignof(jitmm_matmul_desc);
+    d.a_scale_mode = static_cast<jitmm_scale_mode>(77);
+    d.a_zero_point = 12345;
+    jitmm_matmul_args old_args = args;
+    old_args.struct_size = offsetof(jitmm_matmul_args, a_scales);
+    old_args.a_scales = reinterpret_cast<const float*>(&scale);
+    const jitmm_status st = jitmm_matmul(e.e, &d, &old_args);
+    INFO(jitmm_last_error_message());
+    CHECK(st == JITMM_STATUS_SUCCESS);
+}
