@@ -1,38 +1,341 @@
 #include "cuda/backend_cuda.hpp"
 
+#include "core/dtype.hpp"
+#include "core/dump.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
+#include "cuda/codegen/sm80_mma.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/nvrtc.hpp"
 #include "hw/gpu.hpp"
+#include "plan/cuda_gemm_plan.hpp"
 
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 
 namespace jitmm::cuda {
 
 namespace {
 
+// Layout of Artifact::ints for a "cubin" artifact; bump kArtifactFormat when it changes.
+constexpr int64_t kArtifactFormat = 1;
+enum ArtifactInt { kFormat = 0, kGridX, kGridY, kGridZ, kBlock, kSmem, kAlignA, kAlignB, kAlignC, kAlignBias, kIntCount };
+
+// Above this much dynamic shared memory a kernel must opt in (cuFuncSetAttribute).
+constexpr int64_t kDefaultSmemLimit = 48 * 1024;
+
+// ---------------------------------------------------------------------------------------------------
+// The device: its primary context, retained for as long as any backend or kernel uses it.
+
+class Device {
+public:
+    explicit Device(int ordinal) : drv_(driver_or_throw()), ordinal_(ordinal) {
+        check(drv_.cuDeviceGet(&device_, ordinal), "cuDeviceGet");
+        check(entry(drv_.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")(&context_, device_),
+              "cuDevicePrimaryCtxRetain");
+    }
+    ~Device() {
+        // At process exit the driver may already be gone; nothing useful can be done with an error here.
+        if (drv_.cuDevicePrimaryCtxRelease != nullptr) (void)drv_.cuDevicePrimaryCtxRelease(device_);
+    }
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    const DriverApi& drv() const { return drv_; }
+    CUcontext context() const { return context_; }
+    int ordinal() const { return ordinal_; }
+
+private:
+    const DriverApi& drv_;
+    int ordinal_;
+    CUdevice device_ = 0;
+    CUcontext context_ = nullptr;
+};
+
+// The primary context current on this thread for the scope (whatever the caller had stays underneath).
+class ContextScope {
+public:
+    explicit ContextScope(const Device& d) : drv_(d.drv()) {
+        check(entry(drv_.cuCtxPushCurrent, "cuCtxPushCurrent")(d.context()), "cuCtxPushCurrent");
+    }
+    ~ContextScope() {
+        CUcontext popped = nullptr;
+        (void)drv_.cuCtxPopCurrent(&popped);
+    }
+    ContextScope(const ContextScope&) = delete;
+    ContextScope& operator=(const ContextScope&) = delete;
+
+private:
+    const DriverApi& drv_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// A loaded cubin: module, function and launch shape.
+
+struct LaunchShape {
+    unsigned grid[3] = {1, 1, 1};
+    unsigned block = 1;
+    unsigned smem = 0;
+    int64_t align_a = 1, align_b = 1, align_c = 1, align_bias = 1;
+};
+
+LaunchShape launch_shape(const Artifact& a) {
+    if (a.kind != "cubin" || a.ints.size() != kIntCount || a.ints[kFormat] != kArtifactFormat || a.text.empty() ||
+        a.payload.empty())
+        fail(JITMM_STATUS_INTERNAL_ERROR, "cuda: artifact is not a format-" + std::to_string(kArtifactFormat) +
+                                              " cubin (kind \"" + a.kind + "\")");
+    LaunchShape s;
+    for (int i = 0; i < 3; ++i) s.grid[i] = static_cast<unsigned>(a.ints[kGridX + i]);
+    s.block = static_cast<unsigned>(a.ints[kBlock]);
+    s.smem = static_cast<unsigned>(a.ints[kSmem]);
+    s.align_a = a.ints[kAlignA];
+    s.align_b = a.ints[kAlignB];
+    s.align_c = a.ints[kAlignC];
+    s.align_bias = a.ints[kAlignBias];
+    return s;
+}
+
+class Module {
+public:
+    Module(std::shared_ptr<const Device> device, const Artifact& artifact)
+        : device_(std::move(device)), shape_(launch_shape(artifact)) {
+        const DriverApi& drv = device_->drv();
+        ContextScope scope(*device_);
+        check(entry(drv.cuModuleLoadData, "cuModuleLoadData")(&module_, artifact.payload.data()), "cuModuleLoadData");
+        const CUresult got = entry(drv.cuModuleGetFunction, "cuModuleGetFunction")(&function_, module_,
+                                                                                  artifact.text.c_str());
+        if (got != CUDA_SUCCESS) {
+            (void)drv.cuModuleUnload(module_);
+            check(got, ("cuModuleGetFunction(" + artifact.text + ")").c_str());
+        }
+        if (shape_.smem > kDefaultSmemLimit) {
+            const CUresult set = entry(drv.cuFuncSetAttribute, "cuFuncSetAttribute")(
+                function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shape_.smem));
+            if (set != CUDA_SUCCESS) {
+                (void)drv.cuModuleUnload(module_);
+                check(set, "cuFuncSetAttribute(max dynamic shared memory)");
+            }
+        }
+    }
+    ~Module() {
+        if (module_ == nullptr || device_->drv().cuModuleUnload == nullptr) return;
+        try {
+            ContextScope scope(*device_);
+            (void)device_->drv().cuModuleUnload(module_);
+        } catch (...) {
+            // The driver is shutting down: the module goes with the context.
+        }
+    }
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+
+    const LaunchShape& shape() const { return shape_; }
+
+    // Launches on stream; never synchronizes. The caller has the context current.
+    void launch(const RunArgs& args) const {
+        const void* a = args.a;
+        const void* b = args.b;
+        void* c = args.c;
+        const void* bias = args.bias;
+        void* params[] = {&a, &b, &c, &bias};
+        check(device_->drv().cuLaunchKernel(function_, shape_.grid[0], shape_.grid[1], shape_.grid[2], shape_.block,
+                                            1, 1, shape_.smem, static_cast<CUstream>(args.stream), params, nullptr),
+              "cuLaunchKernel");
+    }
+
+private:
+    std::shared_ptr<const Device> device_;
+    LaunchShape shape_;
+    CUmodule module_ = nullptr;
+    CUfunction function_ = nullptr;
+};
+
+bool aligned(const void* p, int64_t alignment) {
+    return p == nullptr || reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(alignment) == 0;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Compile: generate, NVRTC, package.
+
+Artifact compile_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, const std::string& arch) {
+    const GeneratedKernel g = generate_sm80_gemm(p, recipe);
+    CompileResult r = compile_to_cubin(g.source, g.name, arch);
+    Artifact a;
+    a.kind = "cubin";
+    a.payload = std::move(r.cubin);
+    a.text = g.name;
+    a.ints.assign(kIntCount, 0);
+    a.ints[kFormat] = kArtifactFormat;
+    a.ints[kGridX] = g.grid[0];
+    a.ints[kGridY] = g.grid[1];
+    a.ints[kGridZ] = g.grid[2];
+    a.ints[kBlock] = g.block;
+    a.ints[kSmem] = g.smem_bytes;
+    // Pointer alignment the kernel assumes: 16 bytes where it uses vector loads, else the element.
+    const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
+    const bool skinny = recipe.family == plan::CudaKernelFamily::skinny;
+    const bool a_vec = skinny ? recipe.skinny_vector : recipe.a_path != plan::OperandPath::scalar;
+    const bool b_vec = skinny ? recipe.skinny_vector : recipe.b_path != plan::OperandPath::scalar;
+    a.ints[kAlignA] = a_vec ? 16 : e;
+    a.ints[kAlignB] = b_vec ? 16 : e;
+    a.ints[kAlignC] = recipe.c_pairs ? 2 * ec : ec;
+    a.ints[kAlignBias] = p.bias != BiasKind::none ? dtype_size(p.bias_type) : 1;
+    if (verbose_enabled()) {
+        char line[160];
+        std::snprintf(line, sizeof line, "nvrtc %s for %s: %.1f ms, %zu bytes of cubin", g.name.c_str(), arch.c_str(),
+                      r.compile_ms, a.payload.size());
+        verbose_log(line);
+    }
+    return a;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The kernel: the module for aligned pointers, and on first need the one for misaligned pointers.
+
+class CudaKernel final : public Kernel {
+public:
+    CudaKernel(KernelMeta meta, std::shared_ptr<const Device> device, const Artifact& artifact, const Problem& p,
+               plan::CudaTarget target)
+        : Kernel(std::move(meta)), device_(std::move(device)), main_(device_, artifact), p_(p),
+          target_(std::move(target)) {}
+
+    void run(const RunArgs& args) const override {
+        const LaunchShape& s = main_.shape();
+        const int64_t e = dtype_size(p_.a_type), ec = dtype_size(p_.c_type);
+        // Element alignment is the least any kernel needs; below it nothing can run.
+        if (!aligned(args.a, e) || !aligned(args.b, e) || !aligned(args.c, ec) ||
+            (p_.bias != BiasKind::none && !aligned(args.bias, dtype_size(p_.bias_type))))
+            fail(JITMM_STATUS_INVALID_VALUE, "cuda: a, b, c and bias must be aligned to their element size");
+        const bool fast = aligned(args.a, s.align_a) && aligned(args.b, s.align_b) && aligned(args.c, s.align_c);
+        ContextScope scope(*device_);
+        (fast ? main_ : fallback()).launch(args);
+    }
+
+private:
+    // Compiled once, on the first misaligned call: element loads and single-element stores everywhere.
+    const Module& fallback() const {
+        std::call_once(fallback_once_, [&] {
+            try {
+                const plan::CudaGemmPlan recipe = plan::plan_cuda_gemm(p_, target_, /*aligned_pointers=*/false);
+                fallback_ = std::make_unique<Module>(device_, compile_cubin(p_, recipe, target_.arch));
+            } catch (...) {
+                fallback_error_ = std::current_exception();
+            }
+        });
+        if (fallback_error_) std::rethrow_exception(fallback_error_);
+        return *fallback_;
+    }
+
+    std::shared_ptr<const Device> device_;
+    Module main_;
+    Problem p_;
+    plan::CudaTarget target_;
+    mutable std::once_flag fallback_once_;
+    mutable std::unique_ptr<Module> fallback_;
+    mutable std::exception_ptr fallback_error_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Plan and backend.
+
+class Sm80Plan final : public Plan {
+public:
+    Sm80Plan(const Problem& p, plan::CudaGemmPlan recipe, plan::CudaTarget target, std::shared_ptr<const Device> device)
+        : p_(p), recipe_(std::move(recipe)), target_(std::move(target)), device_(std::move(device)) {}
+
+    const char* generator() const override {
+        return recipe_.family == plan::CudaKernelFamily::skinny ? "cuda_sm80_skinny" : "cuda_sm80_tiled";
+    }
+    int generator_version() const override { return kSm80GeneratorVersion; }
+    std::string describe() const override { return recipe_.describe(); }
+    void append_key(KeyWriter& w) const override {
+        w.str('a', target_.arch);
+        recipe_.append_key(w);
+    }
+
+    Artifact compile() const override { return compile_cubin(p_, recipe_, target_.arch); }
+
+    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
+        if (!device_)
+            fail(JITMM_STATUS_NO_DEVICE, "cuda: compile-only backend for " + target_.arch +
+                                             ": cubins can be built here but not loaded (no device)");
+        // The source is cheap to regenerate; dumped beside the cubin the engine writes.
+        if (dump_enabled()) {
+            const std::string source = generate_sm80_gemm(p_, recipe_).source;
+            dump_artifact(meta.key, "cu", source.data(), source.size());
+        }
+        return std::make_shared<CudaKernel>(std::move(meta), device_, artifact, p_, target_);
+    }
+
+private:
+    Problem p_;
+    plan::CudaGemmPlan recipe_;
+    plan::CudaTarget target_;
+    std::shared_ptr<const Device> device_;  // null: compile-only
+};
+
+std::string nvrtc_version_text() {
+    const NvrtcApi* n = nvrtc();
+    return n ? std::to_string(n->version) : "none";
+}
+
 class CudaBackend final : public Backend {
 public:
-    CudaBackend(const EngineOptions& o, const hw::GpuInfo& gpu, int driver_version) : device_(o.device), gpu_(gpu) {
-        fingerprint_ = "cuda arch=" + gpu_.arch_name() + " sms=" + std::to_string(gpu_.sm_count) +
-                       " driver=" + std::to_string(driver_version);
+    // A device backend (device set) or a compile-only one (device null, gpu describes the assumed chip).
+    CudaBackend(std::string device_name, plan::CudaTarget target, std::shared_ptr<const Device> device,
+                const hw::GpuInfo* gpu)
+        : device_name_(std::move(device_name)), target_(std::move(target)), device_(std::move(device)) {
+        if (gpu != nullptr) gpu_ = *gpu;
+        // Everything that changes the cubin: arch, what the planner read off the chip, the compiler.
+        // The driver version is left out on purpose: it does not change the cubin, and a compile-only
+        // backend (no driver) must produce the same fingerprint as the device it pre-builds for.
+        fingerprint_ = "cuda arch=" + target_.arch + " sms=" + std::to_string(target_.sm_count) +
+                       " smem=" + std::to_string(target_.smem_per_block_optin) + " nvrtc=" + nvrtc_version_text();
     }
-    const std::string& device() const override { return device_; }
+
+    const std::string& device() const override { return device_name_; }
     const std::string& fingerprint() const override { return fingerprint_; }
 
     std::unique_ptr<Plan> plan(const Problem& p) const override {
-        fail(JITMM_STATUS_UNSUPPORTED, device_ + " (" + gpu_.name + ", " + gpu_.arch_name() +
-                                           "): no CUDA generator in this build yet; no kernel for " + jitmm::describe(p));
+        try {
+            return std::make_unique<Sm80Plan>(p, plan::plan_cuda_gemm(p, target_), target_, device_);
+        } catch (const Error& e) {
+            if (e.status() != JITMM_STATUS_UNSUPPORTED) throw;
+            fail(JITMM_STATUS_UNSUPPORTED, device_name_ + " (" + target_.arch + "): " + e.what() +
+                                               "; problem " + jitmm::describe(p));
+        }
     }
 
     std::string describe(jitmm_report_format format) const override {
+        const NvrtcApi* n = nvrtc();
+        const std::string compiler = n ? std::to_string(n->version / 1000) + "." +
+                                             std::to_string(n->version % 1000 / 10) + " (" + n->library + ")"
+                                       : nvrtc_unavailable_reason();
+        if (!device_) {
+            if (format == JITMM_REPORT_JSON)
+                return "{\"device\": \"" + device_name_ + "\", \"compile_only\": true, \"arch\": \"" + target_.arch +
+                       "\", \"sm_count\": " + std::to_string(target_.sm_count) + ", \"nvrtc\": \"" +
+                       (n ? std::to_string(n->version) : std::string("none")) + "\"}";
+            return "device: " + device_name_ + " (compile only, no GPU)\narch: " + target_.arch +
+                   "\nassumed SMs: " + std::to_string(target_.sm_count) + "\nNVRTC: " + compiler + "\n";
+        }
         hw::GpuProbe one;
         one.driver_loaded = true;
         one.driver_version = hw::gpu_probe().driver_version;
         one.devices.push_back(gpu_);
-        return format == JITMM_REPORT_JSON ? hw::gpu_report_json(one) : hw::gpu_report_text(one);
+        if (format == JITMM_REPORT_JSON) return hw::gpu_report_json(one);
+        return hw::gpu_report_text(one) + "NVRTC\n  " + compiler + "\n";
     }
 
 private:
-    std::string device_;
+    std::string device_name_;
+    plan::CudaTarget target_;
+    std::shared_ptr<const Device> device_;
     hw::GpuInfo gpu_;
     std::string fingerprint_;
 };
@@ -45,7 +348,17 @@ std::unique_ptr<Backend> make_cuda_backend(const EngineOptions& options) {
     if (options.cuda_ordinal < 0 || options.cuda_ordinal >= static_cast<int>(probe.devices.size()))
         fail(JITMM_STATUS_NO_DEVICE, options.device + ": no such CUDA device (the driver shows " +
                                          std::to_string(probe.devices.size()) + ")");
-    return std::make_unique<CudaBackend>(options, probe.devices[options.cuda_ordinal], probe.driver_version);
+    const hw::GpuInfo& gpu = probe.devices[options.cuda_ordinal];
+    if (gpu.cc_major < 8)
+        fail(JITMM_STATUS_UNSUPPORTED, options.device + " (" + gpu.name + ", " + gpu.arch_name() +
+                                           "): jitmm's CUDA kernels need compute capability 8.0 or newer");
+    auto device = std::make_shared<const Device>(options.cuda_ordinal);
+    return std::make_unique<CudaBackend>(options.device, plan::cuda_target_from_gpu(gpu), std::move(device), &gpu);
+}
+
+std::unique_ptr<Backend> make_cuda_compile_only_backend(const std::string& arch) {
+    return std::make_unique<CudaBackend>("cuda-compile-only:" + arch, plan::cuda_target_from_arch(arch), nullptr,
+                                         nullptr);
 }
 
 }  // namespace jitmm::cuda

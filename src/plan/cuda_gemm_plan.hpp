@@ -7,6 +7,7 @@
 #include "core/problem.hpp"
 #include "hw/gpu.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace jitmm::plan {

@@ -1,0 +1,29 @@
+// The SM80-family GEMM generator (sm_80 .. sm_90, and anything newer that keeps mma.sync): CUDA C++ source
+// for one shape-specialized kernel, with no #include at all (its own PTX wrappers for mma.sync, ldmatrix,
+// cp.async and the conversions), so that NVRTC spends its time in ptxas, not in headers.
+#pragma once
+
+#include "core/problem.hpp"
+#include "plan/cuda_gemm_plan.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace jitmm::cuda {
+
+// Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
+constexpr int kSm80GeneratorVersion = 1;
+
+struct GeneratedKernel {
+    std::string name;       // the extern "C" __global__ function
+    std::string source;     // one self-contained translation unit
+    int64_t grid[3] = {1, 1, 1};
+    int64_t block = 128;
+    int64_t smem_bytes = 0; // dynamic shared memory per CTA
+};
+
+// The kernel's parameters are (const void* a, const void* b, void* c, const void* bias); everything else
+// (shape, leading dimensions, strides, alpha/beta, epilogue) is baked in.
+GeneratedKernel generate_sm80_gemm(const Problem& p, const plan::CudaGemmPlan& plan);
+
+}  // namespace jitmm::cuda

@@ -1,0 +1,267 @@
+#include "plan/cuda_gemm_plan.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace jitmm::plan {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Index arithmetic in the kernels is 32-bit within a matrix (byte offsets of whole rows are 64-bit).
+constexpr int64_t kMaxDim = int64_t{1} << 27;
+
+bool aligned16(int64_t elements, int64_t element_bytes) { return (elements * element_bytes) % 16 == 0; }
+
+// One CTA tile the planner may pick for the tiled family, with what the estimate needs.
+struct TileCandidate {
+    int bm, bn, warps_m, warps_n, stages;
+    int ctas_per_sm;    // resident CTAs the register and shared-memory budget allow
+    double efficiency;  // fraction of the SM's mma.sync rate this tile shape sustains (rough, measured shapes)
+};
+
+// Efficiencies relative to 128x128 with 4 warps of 64x64 and two CTAs per SM, the fastest on the H100
+// (bf16 and s8 at 4096^3: 128x256 with 8 warps ran 25% slower). Warp tiles down to 16x32 for M <= 16.
+constexpr TileCandidate kTiles[] = {
+    {128, 128, 2, 2, 4, 2, 1.00}, {128, 256, 2, 4, 3, 1, 0.80}, {128, 128, 2, 4, 4, 1, 0.85},
+    {64, 128, 2, 2, 4, 3, 0.75},  {64, 64, 2, 2, 4, 4, 0.60},   {32, 64, 1, 2, 4, 6, 0.40},
+    {16, 128, 1, 4, 4, 6, 0.30},  {16, 64, 1, 2, 4, 8, 0.25},   {16, 32, 1, 2, 4, 8, 0.20},
+};
+
+// Estimated time of the grid: waves of (SMs x resident CTAs), each CTA's tile at the tile's efficiency.
+double tile_time(const Problem& p, const TileCandidate& t, const CudaTarget& target) {
+    const double tiles = double(ceil_div(p.m, t.bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
+    const double slots = double(target.sm_count) * t.ctas_per_sm;
+    const double waves = std::ceil(tiles / slots);
+    return waves * t.ctas_per_sm * double(t.bm) * double(t.bn) / t.efficiency;
+}
+
+OperandPath operand_path(bool k_major, int64_t ld, int64_t stride, int64_t batch, int64_t e, bool aligned_pointers) {
+    const bool aligned = aligned_pointers && aligned16(ld, e) && (batch == 1 || aligned16(stride, e));
+    if (!aligned) return OperandPath::scalar;
+    // ldmatrix.trans moves 16-bit elements only: 4- and 1-byte M/N-major tiles are transposed on the way in.
+    return k_major || e == 2 ? OperandPath::cp_async : OperandPath::vector;
+}
+
+// JITMM_CUDA_TILE (developer knob for tuning runs): "tiled:BMxBNxWMxWNxSTAGES[xBK_BYTES]" (BK 64 or 128 bytes)
+// or "skinny:NTxKWxU".
+// Applied where it fits the problem; part of the key like any plan.
+bool apply_override(CudaGemmPlan& plan) {
+    const char* text = std::getenv("JITMM_CUDA_TILE");
+    if (text == nullptr || *text == '\0') return false;
+    int v[6] = {0, 0, 0, 0, 0, 64};
+    const int fields = std::sscanf(text, "tiled:%dx%dx%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]);
+    if (fields >= 5) {
+        if (plan.family != CudaKernelFamily::tiled) return false;
+        const bool ok = v[0] >= 16 && v[0] % 16 == 0 && v[1] >= 16 && v[1] % 16 == 0 && v[2] >= 1 && v[3] >= 1 &&
+                        v[0] % (16 * v[2]) == 0 && v[1] % (16 * v[3]) == 0 && v[4] >= 2 && v[4] <= 8 &&
+                        v[2] * v[3] <= 16 && (v[5] == 64 || v[5] == 128);
+        if (!ok) fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad tiled shape \"") + text + "\"");
+        plan.bm = v[0];
+        plan.bn = v[1];
+        plan.warps_m = v[2];
+        plan.warps_n = v[3];
+        plan.stages = v[4];
+        plan.bk = v[5] / (plan.bk > 0 ? 64 / plan.bk : 1);  // bytes -> elements (plan.bk holds 64 bytes)
+        plan.min_blocks_per_sm = 1;
+        return true;
+    }
+    if (std::sscanf(text, "skinny:%dx%dx%d", &v[0], &v[1], &v[2]) == 3) {
+        if (plan.family != CudaKernelFamily::skinny) return false;
+        if (v[0] < 1 || v[0] > 4 || v[1] < 1 || v[1] > 16 || v[2] < 1 || v[2] > 8)
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad skinny shape \"") + text + "\"");
+        plan.skinny_row_tiles = v[0];
+        plan.skinny_warps = v[1];
+        plan.skinny_unroll = v[2];
+        return true;
+    }
+    fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: expected tiled:BMxBNxWMxWNxSTAGES[xBK] or "
+                                                 "skinny:NTxKWxU, got \"") + text + "\"");
+}
+
+}  // namespace
+
+const char* operand_path_name(OperandPath p) {
+    switch (p) {
+        case OperandPath::cp_async: return "cp.async";
+        case OperandPath::vector: return "vector";
+        case OperandPath::scalar: return "scalar";
+    }
+    return "?";
+}
+
+int CudaGemmPlan::threads() const {
+    return 32 * (family == CudaKernelFamily::skinny ? skinny_warps : warps_m * warps_n);
+}
+
+int64_t CudaGemmPlan::smem_bytes(int element_bytes) const {
+    if (family == CudaKernelFamily::skinny) return 0;
+    return int64_t{stages} * (bm + bn) * bk * element_bytes;
+}
+
+std::string CudaGemmPlan::describe() const {
+    char buf[256];
+    if (family == CudaKernelFamily::skinny) {
+        std::snprintf(buf, sizeof buf, "sm80 skinny (swap-AB mma.sync) rows=%d warps=%d (split K) unroll=%d %s loads",
+                      16 * skinny_row_tiles, skinny_warps, skinny_unroll, skinny_vector ? "16-byte" : "element");
+    } else {
+        std::snprintf(buf, sizeof buf, "sm80 tiled (mma.sync) %dx%dx%d warps=%dx%d stages=%d group_m=%d a=%s b=%s%s",
+                      bm, bn, bk, warps_m, warps_n, stages, group_m, operand_path_name(a_path),
+                      operand_path_name(b_path), c_pairs ? "" : " c=single");
+    }
+    return buf;
+}
+
+void CudaGemmPlan::append_key(KeyWriter& w) const {
+    w.i64('f', static_cast<int64_t>(family));
+    w.i64('t', bm).i64('t', bn).i64('t', bk).i64('w', warps_m).i64('w', warps_n).i64('s', stages).i64('g', group_m);
+    w.i64('p', static_cast<int64_t>(a_path)).i64('p', static_cast<int64_t>(b_path));
+    w.i64('k', skinny_row_tiles).i64('k', skinny_warps).i64('k', skinny_unroll).i64('k', skinny_vector);
+    w.i64('c', c_pairs).i64('o', min_blocks_per_sm);
+}
+
+CudaTarget cuda_target_from_gpu(const hw::GpuInfo& gpu) {
+    CudaTarget t;
+    t.arch = gpu.arch_name();
+    t.cc = gpu.cc_major * 10 + gpu.cc_minor;
+    t.sm_count = std::max(1, gpu.sm_count);
+    t.smem_per_block_optin = gpu.smem_per_block_optin;
+    t.smem_per_sm = gpu.smem_per_sm;
+    return t;
+}
+
+CudaTarget cuda_target_from_arch(const std::string& arch) {
+    CudaTarget t;
+    t.arch = arch;
+    if (arch == "sm_80") {
+        t.cc = 80, t.sm_count = 108, t.smem_per_block_optin = 163 * 1024, t.smem_per_sm = 164 * 1024;
+    } else if (arch == "sm_86") {
+        t.cc = 86, t.sm_count = 84, t.smem_per_block_optin = 99 * 1024, t.smem_per_sm = 100 * 1024;
+    } else if (arch == "sm_89") {
+        t.cc = 89, t.sm_count = 128, t.smem_per_block_optin = 99 * 1024, t.smem_per_sm = 100 * 1024;
+    } else if (arch == "sm_90" || arch == "sm_90a") {
+        t.cc = 90, t.sm_count = 132, t.smem_per_block_optin = 227 * 1024, t.smem_per_sm = 228 * 1024;
+    } else if (arch == "sm_100" || arch == "sm_100a") {
+        t.cc = 100, t.sm_count = 148, t.smem_per_block_optin = 227 * 1024, t.smem_per_sm = 228 * 1024;
+    } else {
+        fail(JITMM_STATUS_UNSUPPORTED, "cuda: unknown arch \"" + arch +
+                                           "\" for compile-only mode (sm_80, sm_86, sm_89, sm_90a, sm_100a)");
+    }
+    return t;
+}
+
+void check_cuda_gemm_supported(const Problem& p) {
+    auto name = [](jitmm_dtype t) { return std::string(dtype_name_or_null(t) ? dtype_name_or_null(t) : "?"); };
+    const std::string combo = name(p.a_type) + "*" + name(p.b_type) + "->" + name(p.c_type);
+    const bool in_ok = p.a_type == p.b_type &&
+                       (p.a_type == JITMM_DTYPE_F16 || p.a_type == JITMM_DTYPE_BF16 || p.a_type == JITMM_DTYPE_F32 ||
+                        p.a_type == JITMM_DTYPE_S8);
+    bool out_ok = false;
+    if (p.a_type == JITMM_DTYPE_F16) out_ok = p.c_type == JITMM_DTYPE_F16 || p.c_type == JITMM_DTYPE_F32;
+    if (p.a_type == JITMM_DTYPE_BF16) out_ok = p.c_type == JITMM_DTYPE_BF16 || p.c_type == JITMM_DTYPE_F32;
+    if (p.a_type == JITMM_DTYPE_F32) out_ok = p.c_type == JITMM_DTYPE_F32;
+    if (p.a_type == JITMM_DTYPE_S8) out_ok = p.c_type == JITMM_DTYPE_S32;
+    if (!in_ok || !out_ok)
+        fail(JITMM_STATUS_UNSUPPORTED,
+             "cuda: no kernel for " + combo +
+                 " (supported: f16*f16->f16|f32, bf16*bf16->bf16|f32, f32*f32->f32 via tf32, s8*s8->s32)");
+    if (p.bias != BiasKind::none) {
+        const bool bias_ok = p.bias_type == p.c_type || p.bias_type == JITMM_DTYPE_F32;
+        if (!bias_ok)
+            fail(JITMM_STATUS_UNSUPPORTED, "cuda: bias_type " + name(p.bias_type) + " with " + combo +
+                                               " (the bias is either C's type or f32)");
+    }
+    if (p.m > kMaxDim || p.n > kMaxDim || p.k > kMaxDim)
+        fail(JITMM_STATUS_UNSUPPORTED, "cuda: m, n and k must each be at most 2^27 for this generator");
+    // Dequantization scales and zero points are an x86 feature so far: refusing them here keeps a quantized
+    // problem from running without its correction.
+    if (p.quantized())
+        fail(JITMM_STATUS_UNSUPPORTED, "cuda: no kernel with dequantization scales or an A zero point yet (" +
+                                           combo + ")");
+}
+
+CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool aligned_pointers) {
+    check_cuda_gemm_supported(p);
+    const int64_t e = dtype_size(p.a_type);
+    CudaGemmPlan plan;
+
+    // Decode shapes with B stored N x K (a Linear layer's weight): stream B at memory speed.
+    if (p.m <= 16 && !p.trans_a && p.trans_b) {
+        plan.family = CudaKernelFamily::skinny;
+        plan.skinny_vector = aligned_pointers && aligned16(p.lda, e) && aligned16(p.ldb, e) &&
+                             (p.batch == 1 || (aligned16(p.stride_a, e) && aligned16(p.stride_b, e)));
+        // One 16-row tile per warp keeps the CTA count up (N / 16); the H100 runs measured rows=32 slower
+        // for every decode shape even at M = 16. Two chunks per lane in flight plus the next two prefetched;
+        // 8 warps split K inside the CTA; two CTAs per SM resident (launch bounds cap the registers).
+        plan.skinny_row_tiles = 1;
+        const int64_t chunks = ceil_div(p.k, 64 / e);
+        plan.skinny_unroll = plan.skinny_vector ? static_cast<int>(std::clamp<int64_t>(chunks / 8, 1, 2)) : 1;
+        int warps = 8;
+        while (warps > 1 && int64_t{warps} * plan.skinny_unroll > chunks) warps /= 2;
+        plan.skinny_warps = warps;
+        plan.min_blocks_per_sm = 2;
+        plan.c_pairs = false;
+        plan.bm = plan.bn = plan.bk = 0;
+        plan.warps_m = plan.warps_n = plan.stages = plan.group_m = 0;
+        apply_override(plan);
+        if (plan.skinny_warps > 8) plan.min_blocks_per_sm = 1;
+        return plan;
+    }
+
+    plan.family = CudaKernelFamily::tiled;
+    plan.bk = static_cast<int>(64 / e);  // 64 bytes of K per stage row
+    plan.a_path = operand_path(!p.trans_a, p.lda, p.stride_a, p.batch, e, aligned_pointers);
+    plan.b_path = operand_path(p.trans_b, p.ldb, p.stride_b, p.batch, e, aligned_pointers);
+    // Vector operands hold their next tile in registers: the 64x64 warp tiles would spill.
+    const bool staged = plan.a_path == OperandPath::vector || plan.b_path == OperandPath::vector;
+    const TileCandidate* best = nullptr;
+    double best_time = 0;
+    const bool thin = p.m <= 32;  // decode with B stored K x N: bound by streaming B, so CTAs count, not tiles
+    for (const TileCandidate& t : kTiles) {
+        if (int64_t{t.stages} * (t.bm + t.bn) * 64 > target.smem_per_block_optin) continue;
+        if (staged && t.bm * t.bn / (t.warps_m * t.warps_n) > 64 * 32) continue;
+        if (thin) {
+            // The shortest tile that covers M, then the widest that still gives every SM a CTA.
+            if (t.bm < std::min<int64_t>(p.m, 32) || t.bm > 32 || (p.m <= 16 && t.bm != 16)) continue;
+            const int64_t ctas = ceil_div(p.n, t.bn) * p.batch;
+            const bool fills = ctas >= target.sm_count;
+            const double score = fills ? -double(t.bn) : double(t.bn);  // lower is better
+            if (best == nullptr || score < best_time) {
+                best = &t;
+                best_time = score;
+            }
+            continue;
+        }
+        const double time = tile_time(p, t, target);
+        if (best == nullptr || time < best_time * 0.97) {
+            best = &t;
+            best_time = time;
+        }
+    }
+    plan.bm = best->bm;
+    plan.bn = best->bn;
+    plan.warps_m = best->warps_m;
+    plan.warps_n = best->warps_n;
+    plan.stages = best->stages;
+    plan.min_blocks_per_sm = 1;
+    plan.group_m = 8;
+    plan.c_pairs = aligned_pointers && p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0);
+    apply_override(plan);
+    // The shared tile must fit (the override may ask for more than the chip has).
+    if (plan.smem_bytes(static_cast<int>(e)) > target.smem_per_block_optin)
+        fail(JITMM_STATUS_INVALID_VALUE, "cuda: tile " + plan.describe() + " needs " +
+                                             std::to_string(plan.smem_bytes(static_cast<int>(e))) +
+                                             " bytes of shared memory; the chip allows " +
+                                             std::to_string(target.smem_per_block_optin));
+    return plan;
+}
+
+}  // namespace jitmm::plan

@@ -1,0 +1,880 @@
+// The CUDA backend. CI part (no GPU needed): the SM80 generator's source compiles with NVRTC for sm_80,
+// sm_90a and sm_100a for every supported dtype and a spread of shapes; the planner's choices; clean errors
+// without a driver. GPU part ([cuda], skipped with a message when there is no device): results against a
+// float64 host reference for every dtype, layout, odd shapes, batches, epilogues, alpha/beta, padded and
+// misaligned leading dimensions, misaligned pointers and a non-default stream; outputs poisoned first.
+#include "core/error.hpp"
+#include "core/problem.hpp"
+#include "cuda/backend_cuda.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/nvrtc.hpp"
+#include "plan/cuda_gemm_plan.hpp"
+
+#include <catch2/catch.hpp>
+#include <jitmm/jitmm.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using jitmm::Activation;
+using jitmm::BiasKind;
+using jitmm::Problem;
+
+// ---------------------------------------------------------------------------------------------------
+// Host-side element encoding.
+
+int64_t elem_size(jitmm_dtype t) {
+    switch (t) {
+        case JITMM_DTYPE_F32: case JITMM_DTYPE_S32: return 4;
+        case JITMM_DTYPE_F16: case JITMM_DTYPE_BF16: return 2;
+        default: return 1;
+    }
+}
+
+uint16_t float_to_half(float f) {  // round to nearest even
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+    uint32_t mant = x & 0x7fffffu;
+    if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+    if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10) return static_cast<uint16_t>(sign);
+        mant |= 0x800000u;
+        const int shift = 14 - exp;
+        uint32_t h = mant >> shift;
+        const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1))) ++h;
+        return static_cast<uint16_t>(sign | h);
+    }
+    uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+    const uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+}
+
+float half_to_float(uint16_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+    uint32_t x;
+    if (exp == 0) {
+        if (mant == 0) {
+            x = sign;
+        } else {
+            int e = -1;
+            uint32_t m = mant;
+            do { ++e; m <<= 1; } while ((m & 0x400u) == 0);
+            x = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((m & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        x = sign | 0x7f800000u | (mant << 13);
+    } else {
+        x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+
+// value must be representable (inputs are drawn so that they are); writes element i of buffer.
+void encode(jitmm_dtype t, void* buffer, int64_t i, double value) {
+    char* p = static_cast<char*>(buffer) + i * elem_size(t);
+    const float f = static_cast<float>(value);
+    switch (t) {
+        case JITMM_DTYPE_F32: std::memcpy(p, &f, 4); break;
+        case JITMM_DTYPE_F16: { const uint16_t h = float_to_half(f); std::memcpy(p, &h, 2); break; }
+        case JITMM_DTYPE_BF16: {
+            uint32_t x;
+            std::memcpy(&x, &f, 4);
+            const uint16_t h = static_cast<uint16_t>(x >> 16);  // exact for the values drawn
+            std::memcpy(p, &h, 2);
+            break;
+        }
+        case JITMM_DTYPE_S8: { const int8_t v = static_cast<int8_t>(value); std::memcpy(p, &v, 1); break; }
+        case JITMM_DTYPE_S32: { const int32_t v = static_cast<int32_t>(value); std::memcpy(p, &v, 4); break; }
+        default: FAIL("no encoding");
+    }
+}
+
+double decode(jitmm_dtype t, const void* buffer, int64_t i) {
+    const char* p = static_cast<const char*>(buffer) + i * elem_size(t);
+    switch (t) {
+        case JITMM_DTYPE_F32: { float f; std::memcpy(&f, p, 4); return f; }
+        case JITMM_DTYPE_F16: { uint16_t h; std::memcpy(&h, p, 2); return half_to_float(h); }
+        case JITMM_DTYPE_BF16: {
+            uint16_t h;
+            std::memcpy(&h, p, 2);
+            const uint32_t x = static_cast<uint32_t>(h) << 16;
+            float f;
+            std::memcpy(&f, &x, 4);
+            return f;
+        }
+        case JITMM_DTYPE_S8: { int8_t v; std::memcpy(&v, p, 1); return v; }
+        case JITMM_DTYPE_S32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+        default: return NAN;
+    }
+}
+
+// Random inputs: multiples of 1/64 in [-1, 1] (exact in f16, bf16 and tf32), full-precision floats for f32
+// (so that tf32 rounding is exercised), integers in [-64, 64] for s8/s32.
+double draw(jitmm_dtype t, std::mt19937& rng) {
+    if (t == JITMM_DTYPE_S8 || t == JITMM_DTYPE_S32) return std::uniform_int_distribution<int>(-64, 64)(rng);
+    if (t == JITMM_DTYPE_F32) return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+    return std::uniform_int_distribution<int>(-64, 64)(rng) / 64.0;
+}
+
+double activate(Activation a, double x) {
+    switch (a) {
+        case Activation::relu: return x > 0 ? x : 0;
+        case Activation::gelu_tanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        case Activation::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        case Activation::silu: return x / (1 + std::exp(-x));
+        case Activation::none: break;
+    }
+    return x;
+}
+
+jitmm_epilogue epilogue_of(BiasKind bias, Activation act) {
+    const bool b = bias != BiasKind::none;
+    switch (act) {
+        case Activation::none: return b ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
+        case Activation::relu: return b ? JITMM_EPILOGUE_BIAS_RELU : JITMM_EPILOGUE_RELU;
+        case Activation::gelu_tanh: return b ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_GELU_TANH;
+        case Activation::gelu_erf: return b ? JITMM_EPILOGUE_BIAS_GELU_ERF : JITMM_EPILOGUE_GELU_ERF;
+        case Activation::silu: return b ? JITMM_EPILOGUE_BIAS_SILU : JITMM_EPILOGUE_SILU;
+    }
+    return JITMM_EPILOGUE_NONE;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// One GPU case.
+
+struct Case {
+    int64_t m, n, k, batch = 1;
+    bool ta = false, tb = false;
+    jitmm_dtype in = JITMM_DTYPE_F16, out = JITMM_DTYPE_F16;
+    int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
+    float alpha = 1, beta = 0;
+    BiasKind bias = BiasKind::none;
+    Activation act = Activation::none;
+    bool bias_f32 = false;     // bias in f32 instead of C's type
+    bool share_b = false;      // stride_b = 0
+    int64_t ptr_offset = 0;    // elements: misaligned base pointers (the fallback kernel)
+    bool own_stream = false;   // run on a stream created here, not the legacy default stream
+};
+
+std::string describe(const Case& c) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%lldx%lldx%lld batch=%lld %c%c %s->%s pads=%lld/%lld/%lld alpha=%g beta=%g bias=%s%s act=%s%s "
+                  "offset=%lld%s",
+                  (long long)c.m, (long long)c.n, (long long)c.k, (long long)c.batch, c.ta ? 'T' : 'N', c.tb ? 'T' : 'N',
+                  jitmm_dtype_name(c.in), jitmm_dtype_name(c.out), (long long)c.lda_pad, (long long)c.ldb_pad,
+                  (long long)c.ldc_pad, c.alpha, c.beta,
+                  c.bias == BiasKind::none ? "none" : c.bias == BiasKind::per_row ? "row" : "col",
+                  c.bias_f32 ? "(f32)" : "", jitmm::activation_name(c.act), c.share_b ? " shared-B" : "",
+                  (long long)c.ptr_offset, c.own_stream ? " own-stream" : "");
+    return buf;
+}
+
+struct Layout {
+    int64_t a_rows, a_cols, b_rows, b_cols, lda, ldb, ldc, stride_a, stride_b, stride_c;
+};
+
+Layout layout_of(const Case& c) {
+    Layout l;
+    l.a_rows = c.ta ? c.k : c.m;
+    l.a_cols = c.ta ? c.m : c.k;
+    l.b_rows = c.tb ? c.n : c.k;
+    l.b_cols = c.tb ? c.k : c.n;
+    l.lda = l.a_cols + c.lda_pad;
+    l.ldb = l.b_cols + c.ldb_pad;
+    l.ldc = c.n + c.ldc_pad;
+    l.stride_a = l.a_rows * l.lda;
+    l.stride_b = c.share_b ? 0 : l.b_rows * l.ldb;
+    l.stride_c = c.m * l.ldc;
+    return l;
+}
+
+jitmm_matmul_desc desc_of(const Case& c) {
+    const Layout l = layout_of(c);
+    jitmm_matmul_desc d;
+    jitmm_matmul_desc_init(&d);
+    d.m = c.m; d.n = c.n; d.k = c.k; d.batch_count = c.batch;
+    d.a_type = d.b_type = c.in;
+    d.c_type = c.out;
+    d.trans_a = c.ta; d.trans_b = c.tb;
+    d.lda = l.lda; d.ldb = l.ldb; d.ldc = l.ldc;
+    d.stride_a = l.stride_a; d.stride_b = l.stride_b; d.stride_c = l.stride_c;
+    d.alpha = c.alpha; d.beta = c.beta;
+    d.epilogue = epilogue_of(c.bias, c.act);
+    d.bias_layout = c.bias == BiasKind::per_row ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+    d.bias_type = c.bias_f32 ? JITMM_DTYPE_F32 : c.out;
+    return d;
+}
+
+// The primary context of device 0, current on this thread for the scope; device buffers from it.
+class TestDevice {
+public:
+    explicit TestDevice(const jitmm::cuda::DriverApi& drv) : drv_(drv) {
+        REQUIRE(drv_.cuDeviceGet(&dev_, 0) == CUDA_SUCCESS);
+        REQUIRE(drv_.cuDevicePrimaryCtxRetain(&ctx_, dev_) == CUDA_SUCCESS);
+        REQUIRE(drv_.cuCtxPushCurrent(ctx_) == CUDA_SUCCESS);
+    }
+    ~TestDevice() {
+        CUcontext popped;
+        drv_.cuCtxPopCurrent(&popped);
+        drv_.cuDevicePrimaryCtxRelease(dev_);
+    }
+    const jitmm::cuda::DriverApi& drv() const { return drv_; }
+
+private:
+    const jitmm::cuda::DriverApi& drv_;
+    CUdevice dev_ = 0;
+    CUcontext ctx_ = nullptr;
+};
+
+class DeviceBuffer {
+public:
+    DeviceBuffer(const jitmm::cuda::DriverApi& drv, size_t bytes) : drv_(drv) {
+        REQUIRE(drv_.cuMemAlloc(&ptr_, std::max<size_t>(bytes, 16)) == CUDA_SUCCESS);
+    }
+    ~DeviceBuffer() { drv_.cuMemFree(ptr_); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    CUdeviceptr ptr() const { return ptr_; }
+    void* at(size_t offset) const { return reinterpret_cast<void*>(ptr_ + offset); }
+
+private:
+    const jitmm::cuda::DriverApi& drv_;
+    CUdeviceptr ptr_ = 0;
+};
+
+double bound_for(const Case& c, bool exact_int) {
+    if (exact_int) return 0.0;
+    if (c.out == JITMM_DTYPE_S32) return 1e-3;  // float epilogue, rounded to integers
+    if (c.in == JITMM_DTYPE_F32) return 5e-3;     // tf32
+    return 1e-2;
+}
+
+// Runs one case with kernel (created beforehand) and checks every batch against float64.
+void run_and_check(const TestDevice& dev, jitmm_kernel* kernel, const Case& c, std::mt19937& rng) {
+    const auto& drv = dev.drv();
+    INFO("case: " << describe(c));
+    const Layout l = layout_of(c);
+    const int64_t ea = elem_size(c.in), ec = elem_size(c.out);
+    const int64_t a_elems = l.stride_a * (c.batch - 1) + l.a_rows * l.lda;
+    const int64_t b_elems = (c.share_b ? 0 : l.stride_b * (c.batch - 1)) + l.b_rows * l.ldb;
+    const int64_t c_elems = l.stride_c * c.batch;
+    const int64_t bias_elems = c.bias == BiasKind::per_row ? c.m : c.n;
+    const jitmm_dtype bias_t = c.bias_f32 ? JITMM_DTYPE_F32 : c.out;
+
+    // Host data: exact input values, encoded.
+    std::vector<double> av(a_elems), bv(b_elems), cv(c_elems, 0.0), biasv(bias_elems);
+    std::vector<char> ah(a_elems * ea), bh(b_elems * ea), ch(c_elems * ec), biash(bias_elems * elem_size(bias_t));
+    for (int64_t i = 0; i < a_elems; ++i) { encode(c.in, ah.data(), i, draw(c.in, rng)); av[i] = decode(c.in, ah.data(), i); }
+    for (int64_t i = 0; i < b_elems; ++i) { encode(c.in, bh.data(), i, draw(c.in, rng)); bv[i] = decode(c.in, bh.data(), i); }
+    for (int64_t i = 0; i < bias_elems; ++i) {
+        encode(bias_t, biash.data(), i, draw(bias_t == JITMM_DTYPE_F32 ? JITMM_DTYPE_F16 : bias_t, rng));
+        biasv[i] = decode(bias_t, biash.data(), i);
+    }
+    // C: random where beta reads it, 0xFF bytes (NaN, or -1 for s32) everywhere else, padding included.
+    std::memset(ch.data(), 0xFF, ch.size());
+    if (c.beta != 0)
+        for (int64_t i = 0; i < c_elems; ++i)
+            if (i % l.ldc < c.n) {
+                encode(c.out, ch.data(), i, draw(c.out == JITMM_DTYPE_F32 ? JITMM_DTYPE_F16 : c.out, rng));
+                cv[i] = decode(c.out, ch.data(), i);
+            }
+
+    const size_t off_a = c.ptr_offset * ea, off_c = c.ptr_offset * ec;
+    DeviceBuffer da(drv, ah.size() + off_a), db(drv, bh.size() + off_a), dc(drv, ch.size() + off_c),
+        dbias(drv, biash.size() + 16);
+    REQUIRE(drv.cuMemcpyHtoD(da.ptr() + off_a, ah.data(), ah.size()) == CUDA_SUCCESS);
+    REQUIRE(drv.cuMemcpyHtoD(db.ptr() + off_a, bh.data(), bh.size()) == CUDA_SUCCESS);
+    if (!biash.empty()) REQUIRE(drv.cuMemcpyHtoD(dbias.ptr(), biash.data(), biash.size()) == CUDA_SUCCESS);
+    if (c.beta != 0) REQUIRE(drv.cuMemcpyHtoD(dc.ptr() + off_c, ch.data(), ch.size()) == CUDA_SUCCESS);
+    else REQUIRE(drv.cuMemsetD8(dc.ptr(), 0xFF, ch.size() + off_c) == CUDA_SUCCESS);
+
+    CUstream stream = nullptr;
+    if (c.own_stream) REQUIRE(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    jitmm_matmul_args args;
+    jitmm_matmul_args_init(&args);
+    args.a = da.at(off_a);
+    args.b = db.at(off_a);
+    args.c = dc.at(off_c);
+    args.bias = c.bias != BiasKind::none ? dbias.at(0) : nullptr;
+    args.stream = stream;
+    const jitmm_status st = jitmm_kernel_run(kernel, &args);
+    INFO("run: " << jitmm_status_string(st) << " " << jitmm_last_error_message());
+    REQUIRE(st == JITMM_STATUS_SUCCESS);
+    if (stream != nullptr) {
+        REQUIRE(drv.cuStreamSynchronize(stream) == CUDA_SUCCESS);
+        drv.cuStreamDestroy(stream);
+    } else {
+        REQUIRE(drv.cuCtxSynchronize() == CUDA_SUCCESS);
+    }
+    std::vector<char> out(ch.size());
+    REQUIRE(drv.cuMemcpyDtoH(out.data(), dc.ptr() + off_c, out.size()) == CUDA_SUCCESS);
+
+    // float64 reference: op(A) and op(B)^T gathered contiguous per row, then dot products.
+    const bool exact_int = c.out == JITMM_DTYPE_S32 && c.alpha == 1.0f && (c.beta == 0.0f || c.beta == 1.0f) &&
+                           (c.bias == BiasKind::none || !c.bias_f32) &&
+                           (c.act == Activation::none || c.act == Activation::relu);
+    const double bound = bound_for(c, exact_int);
+    std::vector<double> arow(c.k), bcol(c.n * c.k);
+    for (int64_t bt = 0; bt < c.batch; ++bt) {
+        const double* A = av.data() + bt * l.stride_a;
+        const double* B = bv.data() + bt * l.stride_b;
+        for (int64_t j = 0; j < c.n; ++j)
+            for (int64_t p = 0; p < c.k; ++p) bcol[j * c.k + p] = c.tb ? B[j * l.ldb + p] : B[p * l.ldb + j];
+        double err2 = 0, ref2 = 0;
+        int64_t non_finite = 0, bad_pad = 0, first_bad_i = -1, first_bad_j = -1;
+        double first_got = 0, first_ref = 0;
+        for (int64_t i = 0; i < c.m; ++i) {
+            for (int64_t p = 0; p < c.k; ++p) arow[p] = c.ta ? A[p * l.lda + i] : A[i * l.lda + p];
+            for (int64_t j = 0; j < l.ldc; ++j) {
+                const int64_t idx = bt * l.stride_c + i * l.ldc + j;
+                if (j >= c.n) {
+                    for (int64_t q = 0; q < ec; ++q) bad_pad += out[idx * ec + q] != static_cast<char>(0xFF);
+                    continue;
+                }
+                double acc = 0;
+                const double* bc = bcol.data() + j * c.k;
+                for (int64_t p = 0; p < c.k; ++p) acc += arow[p] * bc[p];
+                double ref = c.alpha * acc;
+                if (c.beta != 0) ref += double(c.beta) * cv[idx];
+                if (c.bias != BiasKind::none) ref += biasv[c.bias == BiasKind::per_row ? i : j];
+                ref = activate(c.act, ref);
+                if (c.out == JITMM_DTYPE_S32 && !exact_int) ref = std::nearbyint(ref);
+                const double got = decode(c.out, out.data(), idx);
+                if (!std::isfinite(got)) ++non_finite;
+                const double d = got - ref;
+                if (first_bad_i < 0 && (std::isnan(got) || std::fabs(d) > 0.05 * (1 + std::fabs(ref)) ||
+                                        (exact_int && d != 0))) {
+                    first_bad_i = i, first_bad_j = j, first_got = got, first_ref = ref;
+                }
+                err2 += d * d;
+                ref2 += ref * ref;
+            }
+        }
+        const double rel = std::sqrt(err2) / std::max(std::sqrt(ref2), 1e-30);
+        INFO("batch " << bt << ": rel err " << rel << " (bound " << bound << "), non-finite " << non_finite
+                      << ", first bad (" << first_bad_i << "," << first_bad_j << ") got " << first_got << " want "
+                      << first_ref);
+        CHECK(non_finite == 0);
+        CHECK(bad_pad == 0);
+        CHECK(rel <= bound);
+    }
+}
+
+// The whole list: kernels are created in parallel (NVRTC time dominates), then run one by one.
+void run_cases(const std::vector<Case>& cases) {
+    const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
+    if (drv == nullptr) {
+        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
+        return;
+    }
+    jitmm_engine_config config;
+    jitmm_engine_config_init(&config);
+    config.device = "cuda:0";
+    config.cache_dir = "";
+    jitmm_engine* engine = nullptr;
+    const jitmm_status created = jitmm_engine_create(&config, &engine);
+    if (created == JITMM_STATUS_NO_DEVICE) {
+        WARN("SKIPPED: no CUDA device: " << jitmm_last_error_message());
+        return;
+    }
+    INFO(jitmm_last_error_message());
+    REQUIRE(created == JITMM_STATUS_SUCCESS);
+
+    std::vector<jitmm_kernel*> kernels(cases.size(), nullptr);
+    std::vector<jitmm_status> status(cases.size(), JITMM_STATUS_SUCCESS);
+    std::vector<std::string> messages(cases.size());
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    for (unsigned t = 0; t < n_threads; ++t)
+        workers.emplace_back([&] {
+            for (size_t i = next++; i < cases.size(); i = next++) {
+                const jitmm_matmul_desc d = desc_of(cases[i]);
+                status[i] = jitmm_kernel_create(engine, &d, &kernels[i]);
+                if (status[i] != JITMM_STATUS_SUCCESS) messages[i] = jitmm_last_error_message();
+            }
+        });
+    for (std::thread& w : workers) w.join();
+
+    {
+        TestDevice dev(*drv);
+        std::mt19937 rng(1234);
+        for (size_t i = 0; i < cases.size(); ++i) {
+            INFO("case: " << describe(cases[i]) << "; create: " << messages[i]);
+            CHECK(status[i] == JITMM_STATUS_SUCCESS);
+            if (status[i] != JITMM_STATUS_SUCCESS) continue;
+            run_and_check(dev, kernels[i], cases[i], rng);
+        }
+    }
+    for (jitmm_kernel* k : kernels) jitmm_kernel_release(k);
+    jitmm_engine_destroy(engine);
+}
+
+struct DtypePair {
+    jitmm_dtype in, out;
+};
+constexpr DtypePair kDtypes[] = {{JITMM_DTYPE_F16, JITMM_DTYPE_F16},  {JITMM_DTYPE_F16, JITMM_DTYPE_F32},
+                                 {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, {JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                 {JITMM_DTYPE_F32, JITMM_DTYPE_F32},  {JITMM_DTYPE_S8, JITMM_DTYPE_S32}};
+
+Problem problem_of(const Case& c) {
+    const Layout l = layout_of(c);
+    Problem p;
+    p.m = c.m; p.n = c.n; p.k = c.k; p.batch = c.batch;
+    p.trans_a = c.ta; p.trans_b = c.tb;
+    p.lda = l.lda; p.ldb = l.ldb; p.ldc = l.ldc;
+    p.stride_a = l.stride_a; p.stride_b = l.stride_b; p.stride_c = l.stride_c;
+    p.a_type = p.b_type = c.in;
+    p.c_type = c.out;
+    p.alpha = c.alpha; p.beta = c.beta;
+    p.bias = c.bias;
+    p.bias_type = c.bias_f32 ? JITMM_DTYPE_F32 : c.out;
+    p.activation = c.act;
+    return p;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// CI: no GPU needed.
+
+TEST_CASE("cuda: generated kernels compile with NVRTC for sm_80, sm_90a and sm_100a", "[cuda-compile]") {
+    if (jitmm::cuda::nvrtc() == nullptr) {
+        WARN("SKIPPED: " << jitmm::cuda::nvrtc_unavailable_reason());
+        return;
+    }
+    // Shapes that reach each family and operand path: big aligned (cp.async both), decode (skinny),
+    // odd tails with 4-/1-byte M/N-major operands (vector), misaligned leading dimensions (scalar), batches.
+    std::vector<Case> shapes;
+    shapes.push_back({4096, 4096, 4096});
+    shapes.push_back({1, 4096, 4096, 1, false, true});
+    shapes.push_back({16, 11008, 4096, 1, false, true});
+    shapes.push_back({1000, 33, 4097, 1, true, false});
+    shapes.push_back({7, 1000, 33, 1, true, true, JITMM_DTYPE_F16, JITMM_DTYPE_F16, 1, 1, 1});
+    Case epi{256, 256, 256, 3, false, false};
+    epi.bias = BiasKind::per_column, epi.act = Activation::gelu_tanh, epi.beta = 0.5f, epi.share_b = true;
+    shapes.push_back(epi);
+
+    struct Job {
+        std::string arch;
+        Case c;
+    };
+    std::vector<Job> jobs;
+    const char* arches[] = {"sm_80", "sm_90a", "sm_100a"};
+    for (int a = 0; a < 3; ++a)
+        for (size_t d = 0; d < std::size(kDtypes); ++d)
+            for (size_t s = 0; s < shapes.size(); ++s) {
+                if ((s + d + a) % 2 != 0) continue;  // half of the grid per arch; every pair over the three
+                Case c = shapes[s];
+                c.in = kDtypes[d].in;
+                c.out = kDtypes[d].out;
+                jobs.push_back({arches[a], c});
+            }
+
+    std::vector<std::string> errors(jobs.size());
+    std::vector<double> ms(jobs.size(), 0.0);
+    std::vector<size_t> sizes(jobs.size(), 0);
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    for (unsigned t = 0; t < n_threads; ++t)
+        workers.emplace_back([&] {
+            for (size_t i = next++; i < jobs.size(); i = next++) {
+                try {
+                    auto backend = jitmm::cuda::make_cuda_compile_only_backend(jobs[i].arch);
+                    const auto start = std::chrono::steady_clock::now();
+                    const jitmm::Artifact art = backend->plan(problem_of(jobs[i].c))->compile();
+                    ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                    sizes[i] = art.payload.size();
+                    if (art.kind != "cubin" || art.payload.empty() || art.text.empty()) errors[i] = "bad artifact";
+                } catch (const std::exception& e) {
+                    errors[i] = e.what();
+                }
+            }
+        });
+    for (std::thread& w : workers) w.join();
+    double worst = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        INFO(jobs[i].arch << " " << describe(jobs[i].c) << ": " << errors[i]);
+        CHECK(errors[i].empty());
+        CHECK(sizes[i] > 0);
+        worst = std::max(worst, ms[i]);
+    }
+    INFO("slowest NVRTC compile: " << worst << " ms over " << jobs.size() << " kernels");
+    CHECK(worst < 10000.0);  // the target is <= 1 s per kernel; this only catches pathologies on slow CI
+}
+
+TEST_CASE("cuda: planner picks the family and operand paths the shape calls for", "[cuda-compile]") {
+    const auto h100 = jitmm::plan::cuda_target_from_arch("sm_90a");
+    using jitmm::plan::CudaKernelFamily;
+    using jitmm::plan::OperandPath;
+
+    Case decode{1, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::skinny);
+    decode.tb = false;  // B stored K x N: the tiled kernel
+    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::tiled);
+
+    const Case big{4096, 4096, 4096, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16};
+    const auto pb = jitmm::plan::plan_cuda_gemm(problem_of(big), h100);
+    CHECK(pb.family == CudaKernelFamily::tiled);
+    CHECK(pb.bm * pb.bn >= 128 * 128);
+    CHECK(pb.a_path == OperandPath::cp_async);
+    CHECK(pb.b_path == OperandPath::cp_async);  // 16-bit N-major: ldmatrix.trans
+
+    Case tf32 = big;
+    tf32.in = tf32.out = JITMM_DTYPE_F32;
+    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(tf32), h100).b_path == OperandPath::vector);
+
+    Case odd = big;
+    odd.lda_pad = 1;  // lda * 2 bytes is not a multiple of 16
+    const auto po = jitmm::plan::plan_cuda_gemm(problem_of(odd), h100);
+    CHECK(po.a_path == OperandPath::scalar);
+    CHECK(po.b_path == OperandPath::cp_async);
+
+    // Misaligned pointers (the run-time fallback) plan element loads and single stores everywhere.
+    const auto pf = jitmm::plan::plan_cuda_gemm(problem_of(big), h100, false);
+    CHECK(pf.a_path == OperandPath::scalar);
+    CHECK(pf.b_path == OperandPath::scalar);
+    CHECK_FALSE(pf.c_pairs);
+
+    // Recipes name themselves into the key: different plans, different bytes.
+    jitmm::KeyWriter k1, k2;
+    pb.append_key(k1);
+    po.append_key(k2);
+    CHECK_FALSE(k1.finish() == k2.finish());
+}
+
+TEST_CASE("cuda: unsupported dtype combinations and unknown arches are refused clearly", "[cuda-compile]") {
+    auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_90a");
+    Case c{64, 64, 64};
+    Problem p = problem_of(c);
+    p.b_type = JITMM_DTYPE_BF16;  // f16 x bf16
+    try {
+        backend->plan(p);
+        FAIL("mixed f16 x bf16 was accepted");
+    } catch (const jitmm::Error& e) {
+        CHECK(e.status() == JITMM_STATUS_UNSUPPORTED);
+        CHECK(std::string(e.what()).find("f16*bf16") != std::string::npos);
+    }
+    p = problem_of(c);
+    p.a_type = p.b_type = JITMM_DTYPE_F8_E4M3;
+    CHECK_THROWS_AS(backend->plan(p), jitmm::Error);
+    p = problem_of(c);
+    p.c_type = JITMM_DTYPE_BF16;  // f16 in, bf16 out
+    CHECK_THROWS_AS(backend->plan(p), jitmm::Error);
+    CHECK_THROWS_AS(jitmm::cuda::make_cuda_compile_only_backend("sm_70"), jitmm::Error);
+}
+
+TEST_CASE("cuda: compile-only backend builds cubins but cannot load them", "[cuda-compile]") {
+    if (jitmm::cuda::nvrtc() == nullptr) {
+        WARN("SKIPPED: " << jitmm::cuda::nvrtc_unavailable_reason());
+        return;
+    }
+    auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_80");
+    CHECK(backend->fingerprint().find("arch=sm_80") != std::string::npos);
+    auto plan = backend->plan(problem_of(Case{64, 64, 64}));
+    const jitmm::Artifact art = plan->compile();
+    CHECK(art.kind == "cubin");
+    try {
+        plan->load(art, jitmm::KernelMeta{});
+        FAIL("load succeeded without a device");
+    } catch (const jitmm::Error& e) {
+        CHECK(e.status() == JITMM_STATUS_NO_DEVICE);
+    }
+}
+
+TEST_CASE("cuda: engines for missing devices report no device", "[cuda-compile]") {
+    jitmm_engine_config config;
+    jitmm_engine_config_init(&config);
+    config.cache_dir = "";
+    jitmm_engine* engine = nullptr;
+    config.device = "cuda:999";
+    CHECK(jitmm_engine_create(&config, &engine) == JITMM_STATUS_NO_DEVICE);
+    CHECK(std::string(jitmm_last_error_message()).find("cuda:999") != std::string::npos);
+    CHECK(engine == nullptr);
+    if (jitmm::cuda::driver() == nullptr) {
+        // The CI case: no libcuda at all. The message says why.
+        config.device = "cuda:0";
+        CHECK(jitmm_engine_create(&config, &engine) == JITMM_STATUS_NO_DEVICE);
+        CHECK(std::string(jitmm_last_error_message()).find(jitmm::cuda::driver_unavailable_reason()) !=
+              std::string::npos);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// GPU.
+
+TEST_CASE("cuda: every dtype and layout, odd shapes, against float64", "[cuda]") {
+    std::vector<Case> cases;
+    struct Shape {
+        int64_t m, n, k;
+    };
+    // Odd sizes in every dimension: tails of M, N and K; 1000 x 1000 x 7 has one K tile; 1 x 4097 is decode.
+    const Shape shapes[] = {{33, 1000, 4097}, {1000, 33, 1000}, {1, 4097, 1000}, {7, 4097, 33},
+                            {1000, 1000, 7},  {256, 512, 1024}, {16, 1024, 4096}, {4097, 7, 33}};
+    size_t rot = 0;
+    for (const DtypePair& d : kDtypes)
+        for (int layout = 0; layout < 4; ++layout)
+            for (int s = 0; s < 2; ++s) {
+                const Shape& sh = shapes[rot++ % std::size(shapes)];
+                Case c{sh.m, sh.n, sh.k, 1, (layout & 2) != 0, (layout & 1) != 0, d.in, d.out};
+                cases.push_back(c);
+            }
+    run_cases(cases);
+}
+
+TEST_CASE("cuda: epilogues, alpha/beta, bias layouts and types", "[cuda]") {
+    std::vector<Case> cases;
+    const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu_tanh, Activation::gelu_erf,
+                               Activation::silu};
+    size_t i = 0;
+    for (const DtypePair& d : kDtypes)
+        for (Activation act : acts) {
+            Case c{96 + (int64_t)i % 3 * 17, 136, 200, 1, i % 2 == 1, i % 3 == 1, d.in, d.out};
+            c.act = act;
+            c.bias = i % 3 == 0 ? BiasKind::none : i % 3 == 1 ? BiasKind::per_column : BiasKind::per_row;
+            c.bias_f32 = c.bias != BiasKind::none && i % 2 == 0;
+            c.alpha = i % 4 == 0 ? 1.0f : 0.75f;
+            c.beta = i % 5 == 0 ? 0.0f : i % 5 == 1 ? 1.0f : -0.5f;
+            cases.push_back(c);
+            ++i;
+        }
+    // The exact s32 path: alpha 1, beta 1, integer bias, relu.
+    Case exact{64, 64, 300, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    exact.beta = 1.0f, exact.bias = BiasKind::per_column, exact.act = Activation::relu;
+    cases.push_back(exact);
+    // Decode with every epilogue part at once.
+    Case dec{16, 1000, 512, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    dec.alpha = 0.5f, dec.beta = 0.25f, dec.bias = BiasKind::per_row, dec.act = Activation::silu;
+    cases.push_back(dec);
+    run_cases(cases);
+}
+
+TEST_CASE("cuda: batches, broadcast B, padded and misaligned leading dims, misaligned pointers, streams", "[cuda]") {
+    std::vector<Case> cases;
+    for (const DtypePair& d : kDtypes) {
+        Case batched{65, 80, 96, 3, false, false, d.in, d.out};
+        cases.push_back(batched);
+        Case shared{48, 70, 130, 4, true, true, d.in, d.out};
+        shared.share_b = true;
+        cases.push_back(shared);
+        Case padded{100, 120, 140, 2, false, true, d.in, d.out};
+        padded.lda_pad = 16, padded.ldb_pad = 32, padded.ldc_pad = 8;  // ld > width, still 16-byte aligned
+        cases.push_back(padded);
+        Case odd{100, 120, 140, 1, true, false, d.in, d.out};
+        odd.lda_pad = 1, odd.ldb_pad = 3, odd.ldc_pad = 1;  // breaks 16-byte alignment: the element paths
+        cases.push_back(odd);
+        Case skinny_odd{5, 300, 257, 2, false, true, d.in, d.out};
+        skinny_odd.lda_pad = 1, skinny_odd.ldb_pad = 1;  // decode with misaligned rows
+        cases.push_back(skinny_odd);
+        Case offset{64, 64, 64, 1, false, false, d.in, d.out};
+        offset.ptr_offset = 1;  // base pointers off 16 bytes: the fallback kernel
+        cases.push_back(offset);
+        Case stream{200, 300, 400, 2, false, true, d.in, d.out};
+        stream.own_stream = true;
+        cases.push_back(stream);
+        Case decode_stream{1, 512, 1024, 1, false, true, d.in, d.out};
+        decode_stream.own_stream = true;
+        decode_stream.ptr_offset = 1;
+        cases.push_back(decode_stream);
+    }
+    run_cases(cases);
+}
+
+// A small set for compute-sanitizer (memcheck, racecheck): each family and operand path once, with tails.
+TEST_CASE("cuda: sanitizer subset", "[cuda-sanitize]") {
+    std::vector<Case> cases;
+    cases.push_back({40, 72, 200, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16});   // cp.async + trans
+    cases.push_back({40, 72, 200, 2, true, true, JITMM_DTYPE_F32, JITMM_DTYPE_F32});     // vector (tf32)
+    cases.push_back({40, 72, 200, 1, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32});    // vector (s8)
+    Case odd{40, 72, 200, 1, true, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32};
+    odd.lda_pad = 1, odd.ldb_pad = 1, odd.beta = 0.5f;                                    // scalar
+    cases.push_back(odd);
+    cases.push_back({3, 200, 300, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16});  // skinny
+    cases.push_back({7, 100, 300, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16});   // thin tiled (16x32)
+    run_cases(cases);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Timing for the GPU run (hidden: tools/gpu_run.sh runs it by tag), until jitmm-bench times CUDA devices.
+// Per shape: NVRTC compile (kernel info), cache-hit create, and the median of 100+ runs, each bracketed by
+// CUDA events on a non-default stream, rotating over copies of A and B that together exceed 2x the L2.
+// Writes CSV to $JITMM_CUDA_BENCH_CSV (default stdout). JITMM_CUDA_BENCH_SHAPES="m,n,k,ta,tb,in,out;..."
+// replaces the default list.
+
+namespace {
+
+struct BenchShape {
+    int64_t m, n, k;
+    bool ta, tb;
+    jitmm_dtype in, out;
+};
+
+std::vector<BenchShape> bench_shapes() {
+    std::vector<BenchShape> shapes;
+    if (const char* env = std::getenv("JITMM_CUDA_BENCH_SHAPES"); env != nullptr && *env != '\0') {
+        std::string text = env;
+        size_t pos = 0;
+        while (pos < text.size()) {
+            const size_t end = std::min(text.find(';', pos), text.size());
+            const std::string item = text.substr(pos, end - pos);
+            long long m, n, k;
+            int ta, tb;
+            char in[16], out[16];
+            if (std::sscanf(item.c_str(), "%lld,%lld,%lld,%d,%d,%15[^,],%15s", &m, &n, &k, &ta, &tb, in, out) == 7) {
+                jitmm_dtype ti, to;
+                if (jitmm_dtype_from_name(in, &ti) == JITMM_STATUS_SUCCESS &&
+                    jitmm_dtype_from_name(out, &to) == JITMM_STATUS_SUCCESS)
+                    shapes.push_back({m, n, k, ta != 0, tb != 0, ti, to});
+            }
+            pos = end + 1;
+        }
+        return shapes;
+    }
+    const jitmm_dtype bf = JITMM_DTYPE_BF16, f16 = JITMM_DTYPE_F16;
+    for (int64_t s : {2048, 4096, 8192}) shapes.push_back({s, s, s, false, false, bf, bf});
+    shapes.push_back({4096, 4096, 4096, false, true, bf, bf});
+    shapes.push_back({4096, 4096, 4096, false, false, f16, f16});
+    shapes.push_back({4096, 4096, 4096, false, true, f16, JITMM_DTYPE_F32});
+    shapes.push_back({4096, 4096, 4096, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32});
+    shapes.push_back({4096, 4096, 4096, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32});
+    shapes.push_back({4096, 4096, 4096, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32});
+    for (int64_t m : {1, 16})
+        for (auto nk : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008}})
+            shapes.push_back({m, nk.first, nk.second, false, true, bf, bf});
+    shapes.push_back({16, 4096, 4096, false, false, bf, bf});
+    shapes.push_back({16, 4096, 4096, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32});
+    return shapes;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: timing of a shape list (CSV)", "[.cuda-bench]") {
+    const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
+    if (drv == nullptr) {
+        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
+        return;
+    }
+    jitmm_engine_config config;
+    jitmm_engine_config_init(&config);
+    config.device = "cuda:0";
+    config.cache_dir = "";
+    jitmm_engine* engine = nullptr;
+    REQUIRE(jitmm_engine_create(&config, &engine) == JITMM_STATUS_SUCCESS);
+    TestDevice dev(*drv);
+    FILE* csv = stdout;
+    if (const char* path = std::getenv("JITMM_CUDA_BENCH_CSV"); path != nullptr && *path != '\0')
+        csv = std::fopen(path, "w");
+    REQUIRE(csv != nullptr);
+    std::fprintf(csv, "m,n,k,layout,in,out,generator,recipe,compile_ms,hit_us,median_us,tflops,gbps\n");
+    CUstream stream = nullptr;
+    REQUIRE(drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    constexpr int64_t kL2Bytes = 50ll << 20;
+    std::mt19937 rng(7);
+
+    for (const BenchShape& s : bench_shapes()) {
+        Case c{s.m, s.n, s.k, 1, s.ta, s.tb, s.in, s.out};
+        const jitmm_matmul_desc d = desc_of(c);
+        jitmm_kernel* kernel = nullptr;
+        const jitmm_status st = jitmm_kernel_create(engine, &d, &kernel);
+        if (st != JITMM_STATUS_SUCCESS) {
+            std::fprintf(csv, "%lld,%lld,%lld,%c%c,%s,%s,error,%s,,,,,\n", (long long)s.m, (long long)s.n,
+                         (long long)s.k, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', jitmm_dtype_name(s.in),
+                         jitmm_dtype_name(s.out), jitmm_last_error_message());
+            continue;
+        }
+        jitmm_kernel_info info;
+        std::memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+        const std::string generator = info.generator, recipe = info.recipe;
+        const double compile_ms = info.jit_time_us / 1000.0;
+
+        // Cache hit: create + release of the same desc.
+        constexpr int kHits = 2000;
+        const auto h0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kHits; ++i) {
+            jitmm_kernel* again = nullptr;
+            REQUIRE(jitmm_kernel_create(engine, &d, &again) == JITMM_STATUS_SUCCESS);
+            jitmm_kernel_release(again);
+        }
+        const double hit_us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / kHits;
+
+        // Buffers: copies of A and B past 2x L2, filled with random bytes of small magnitude.
+        const Layout l = layout_of(c);
+        const int64_t ea = elem_size(s.in), ec = elem_size(s.out);
+        const size_t a_bytes = size_t(l.a_rows * l.lda * ea), b_bytes = size_t(l.b_rows * l.ldb * ea);
+        const size_t pitch = (a_bytes + b_bytes + 255) / 256 * 256;
+        const int64_t copies = std::clamp<int64_t>((2 * kL2Bytes + pitch - 1) / pitch, 1, 16);
+        DeviceBuffer ab(*drv, pitch * copies), cbuf(*drv, size_t(s.m * l.ldc * ec));
+        std::vector<char> host(pitch);
+        for (size_t i = 0; i < a_bytes / ea; ++i) encode(s.in, host.data(), int64_t(i), draw(s.in, rng));
+        for (size_t i = 0; i < b_bytes / ea; ++i) encode(s.in, host.data() + a_bytes, int64_t(i), draw(s.in, rng));
+        for (int64_t i = 0; i < copies; ++i)
+            REQUIRE(drv->cuMemcpyHtoD(ab.ptr() + pitch * i, host.data(), pitch) == CUDA_SUCCESS);
+
+        jitmm_matmul_args args;
+        jitmm_matmul_args_init(&args);
+        args.c = cbuf.at(0);
+        args.stream = stream;
+        auto run = [&](int64_t i) {
+            args.a = ab.at(pitch * (i % copies));
+            args.b = ab.at(pitch * (i % copies) + a_bytes);
+            REQUIRE(jitmm_kernel_run(kernel, &args) == JITMM_STATUS_SUCCESS);
+        };
+        for (int i = 0; i < 10; ++i) run(i);
+        const int runs = s.m <= 16 ? 400 : 100;
+        std::vector<CUevent> ev(2 * runs);
+        for (CUevent& e : ev) REQUIRE(drv->cuEventCreate(&e, CU_EVENT_DEFAULT) == CUDA_SUCCESS);
+        for (int i = 0; i < runs; ++i) {
+            drv->cuEventRecord(ev[2 * i], stream);
+            run(i);
+            drv->cuEventRecord(ev[2 * i + 1], stream);
+        }
+        REQUIRE(drv->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+        std::vector<double> us(runs);
+        for (int i = 0; i < runs; ++i) {
+            float ms = 0;
+            REQUIRE(drv->cuEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) == CUDA_SUCCESS);
+            us[i] = ms * 1000.0;
+        }
+        for (CUevent e : ev) drv->cuEventDestroy(e);
+        std::sort(us.begin(), us.end());
+        const double med = us[us.size() / 2];
+        const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k);
+        const double bytes = double(a_bytes + b_bytes) + double(s.m * s.n * ec);
+        std::fprintf(csv, "%lld,%lld,%lld,%c%c,%s,%s,%s,\"%s\",%.1f,%.2f,%.2f,%.1f,%.0f\n", (long long)s.m,
+                     (long long)s.n, (long long)s.k, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', jitmm_dtype_name(s.in),
+                     jitmm_dtype_name(s.out), generator.c_str(), recipe.c_str(), compile_ms, hit_us, med,
+                     flop / med * 1e-6, bytes / med * 1e-3);
+        std::fflush(csv);
+        jitmm_kernel_release(kernel);
+    }
+    drv->cuStreamDestroy(stream);
+    if (csv != stdout) std::fclose(csv);
+    jitmm_engine_destroy(engine);
+}
