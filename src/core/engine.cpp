@@ -54,6 +54,8 @@ EngineOptions resolve_engine_options(const jitmm_engine_config* config) {
     if (config && config->cache_dir) o.cache_dir = config->cache_dir;
     else if (const char* dir = env("JITMM_CACHE_DIR")) o.cache_dir = dir;
     else o.cache_dir = default_cache_dir();
+    o.cache_max_bytes = cache_max_bytes_from_env();
+    if (const char* record = env("JITMM_RECORD")) o.record_path = record;
 
     if (config && config->max_isa) {
         if (!hw::isa_from_name(config->max_isa, &o.max_isa))
@@ -84,45 +86,93 @@ EngineOptions resolve_engine_options(const jitmm_engine_config* config) {
     return o;
 }
 
-KernelPtr Engine::generate(const Plan& plan, const KernelKey& key) const {
+// Memory missed: read the artifact from the disk cache, or compile it (and write it through), then load.
+KernelPtr Engine::generate(const Problem& p, const Plan& plan, const KernelKey& key) const {
     const auto started = std::chrono::steady_clock::now();
-    const Artifact artifact = plan.compile();
+    bool from_disk = false;
+    Artifact artifact = disk_ ? disk_->fetch_or_build(key, [&] { return plan.compile(); }, &from_disk) : plan.compile();
     KernelMeta meta;
     meta.generator = plan.generator();
     meta.recipe = plan.describe();
     meta.key = key;
     meta.code_size = artifact.payload.size();
+    meta.from_disk = from_disk;
     if (dump_enabled()) dump_artifact(key, artifact.kind, artifact.payload.data(), artifact.payload.size());
-    std::shared_ptr<Kernel> kernel = plan.load(artifact, meta);
-    // Generation time covers compile and load: what a caller waits for on a miss.
+    std::shared_ptr<Kernel> kernel;
+    try {
+        kernel = plan.load(artifact, meta);
+    } catch (const Error& e) {
+        if (!from_disk) throw;
+        // A verified entry the loader still refuses (a generator bug the version did not capture): rebuild it.
+        disk_->reject_loaded(key, e.what());
+        artifact = plan.compile();
+        disk_->store(key, artifact);
+        meta.code_size = artifact.payload.size();
+        meta.from_disk = false;
+        kernel = plan.load(artifact, meta);
+    }
+    // Generation time covers compile (or disk read) and load: what a caller waits for on a memory miss.
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count();
     kernel->set_generation_stats(us);
+    if (recorder_) recorder_->record(key, p, backend_->device());
     return kernel;
 }
 
 Engine::Engine(const EngineOptions& options, std::unique_ptr<Backend> backend)
-    : options_(options), backend_(std::move(backend)), cache_(options.kernel_cache_capacity) {}
+    : options_(options), backend_(std::move(backend)), cache_(options.kernel_cache_capacity) {
+    DiskCache::Options disk;
+    disk.dirs = options_.cache_dir;
+    disk.fingerprint = backend_->fingerprint();
+    disk.max_bytes = options_.cache_max_bytes;
+    disk_ = DiskCache::open(disk, &disk_status_);  // refusals are warned about inside, never an error
+    if (disk_ && disk_status_.empty()) disk_status_ = disk_->describe();
+    recorder_ = Recorder::for_path(options_.record_path);
+}
+
+KernelKey Engine::make_key(const Plan& plan, const Problem& p) const {
+    KeyWriter w;
+    w.str('D', backend_->fingerprint());
+    w.str('G', plan.generator()).i64('V', plan.generator_version());
+    append_problem(w, p);
+    plan.append_key(w);
+    return w.finish();
+}
+
+bool Engine::prebuild(const Problem& p) {
+    if (!disk_ || !disk_->writable())
+        fail(JITMM_STATUS_INVALID_VALUE, "no writable disk cache (" + disk_status_ + ")");
+    const std::unique_ptr<Plan> plan = backend_->plan(p);
+    const KernelKey key = make_key(*plan, p);
+    bool from_disk = false;
+    disk_->fetch_or_build(key, [&] { return plan->compile(); }, &from_disk);
+    return from_disk;
+}
 
 KernelPtr Engine::get_kernel(const Problem& p, bool log_hits) {
     using Clock = std::chrono::steady_clock;
+    // The fast path: the same problem asked for again skips planning, key building and hashing.
+    const ProblemWords words = problem_words(p);
+    if (KernelPtr known = memo_.find(words)) {
+        if (verbose_enabled() && log_hits)
+            verbose_log("memory hit key=" + known->meta().key.hash.hex() + " generator=" + known->meta().generator +
+                        " (problem memo) problem={" + describe(p) + "}");
+        return known;
+    }
     const std::unique_ptr<Plan> plan = backend_->plan(p);
-    KeyWriter w;
-    w.str('D', backend_->fingerprint());
-    w.str('G', plan->generator()).i64('V', plan->generator_version());
-    append_problem(w, p);
-    plan->append_key(w);
-    const KernelKey key = w.finish();
+    const KernelKey key = make_key(*plan, p);
 
     bool hit = false;
     const auto started = Clock::now();
-    KernelPtr kernel = cache_.get_or_create(key, [&] { return generate(*plan, key); }, &hit);
+    KernelPtr kernel = cache_.get_or_create(key, [&] { return generate(p, *plan, key); }, &hit);
     if (verbose_enabled() && (log_hits || !hit)) {
         const double us = std::chrono::duration<double, std::micro>(Clock::now() - started).count();
-        char line[160];
-        std::snprintf(line, sizeof line, "%s key=%s generator=%s %s=%.1fus", hit ? "hit " : "miss",
-                      key.hash.hex().c_str(), plan->generator(), hit ? "lookup" : "jit", us);
+        const char* source = hit ? "memory hit" : kernel->meta().from_disk ? "disk hit" : "miss";
+        char line[192];
+        std::snprintf(line, sizeof line, "%s key=%s generator=%s %s=%.1fus", source, key.hash.hex().c_str(),
+                      plan->generator(), hit ? "lookup" : kernel->meta().from_disk ? "load" : "jit", us);
         verbose_log(std::string(line) + " recipe={" + plan->describe() + "} problem={" + describe(p) + "}");
     }
+    memo_.remember(words, kernel);
     return kernel;
 }
 

@@ -3,7 +3,10 @@
 
 #include "core/backend.hpp"
 #include "core/cache.hpp"
+#include "core/disk_cache.hpp"
 #include "core/parallel.hpp"
+#include "core/problem_memo.hpp"
+#include "core/recorder.hpp"
 #include "hw/cpu.hpp"
 
 #include <jitmm/jitmm.h>
@@ -16,7 +19,9 @@ namespace jitmm {
 struct EngineOptions {
     std::string device = "cpu";   // "cpu" or "cuda:N"
     int cuda_ordinal = -1;        // N for "cuda:N"
-    std::string cache_dir;        // "" = no disk cache
+    std::string cache_dir;        // "" = no disk cache; may list several folders separated by ':'
+    uint64_t cache_max_bytes = kDefaultCacheMaxBytes;  // JITMM_CACHE_MAX_MB (disk cache)
+    std::string record_path;      // JITMM_RECORD: "" = do not record generated kernels
     hw::X86Isa max_isa = hw::X86Isa::amx;  // cap (the probe's best tier wins when lower)
     int num_threads = 1;
     size_t kernel_cache_capacity = 4096;
@@ -38,13 +43,24 @@ public:
     const Backend& backend() const { return *backend_; }
     const EngineOptions& options() const { return options_; }
     const KernelCache& cache() const { return cache_; }
+    // Disk cache (null when disabled, refused or unusable; disk_cache_status() says why).
+    DiskCache* disk_cache() const { return disk_.get(); }
+    const std::string& disk_cache_status() const { return disk_status_; }
+    // jitmm-warmup: makes sure p's kernel is in the disk cache without loading it; true when it already was.
+    // Throws jitmm::Error (also when there is no writable disk cache).
+    bool prebuild(const Problem& p);
 
 private:
-    KernelPtr generate(const Plan& plan, const KernelKey& key) const;
+    KernelKey make_key(const Plan& plan, const Problem& p) const;
+    KernelPtr generate(const Problem& p, const Plan& plan, const KernelKey& key) const;
 
     EngineOptions options_;
     std::unique_ptr<Backend> backend_;
     KernelCache cache_;
+    std::unique_ptr<DiskCache> disk_;    // memory -> disk -> generate (disk_cache.hpp)
+    std::string disk_status_;
+    std::shared_ptr<Recorder> recorder_; // JITMM_RECORD
+    ProblemMemo memo_;                   // problem -> kernel, in front of plan + key + cache
 };
 
 }  // namespace jitmm

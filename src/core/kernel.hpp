@@ -16,6 +16,8 @@ struct RunArgs {
     void* stream = nullptr;
     void* workspace = nullptr;
     size_t workspace_size = 0;
+    const float* a_scales = nullptr;  // quantization scales (Problem::a_scale / b_scale say how many)
+    const float* b_scales = nullptr;
 };
 
 struct KernelMeta {
@@ -24,6 +26,7 @@ struct KernelMeta {
     KernelKey key;
     double jit_time_us = 0;  // generation time when it was made
     size_t code_size = 0;
+    bool from_disk = false;  // loaded from the disk cache instead of compiled
 };
 
 class Kernel {
