@@ -7,9 +7,12 @@
 # Environment: JITMM_SKIP_DEPS=1 skips the package step (a machine without a package registry, where the
 # packages come another way, e.g. the GPU machine's .devdeps); JITMM_CUDA_ROOT names the CUDA toolkit.
 
-# Debian package names. Peers for jitmm-bench (libdnnl-dev libopenblas-dev libxsmm-dev) join this list
-# when the bench links them.
+# Debian package names.
 JITMM_DEPS=(build-essential cmake ninja-build pkg-config libxbyak-dev libcpuinfo-dev catch2)
+# Peer libraries for jitmm-bench --peer (optional: everything builds without them). The quick start installs
+# them; tools/test.sh installs only what the tests need.
+JITMM_PEER_DEPS=(libdnnl-dev libopenblas-dev libxsmm-dev)
+if [[ "$(basename "${BASH_SOURCE[-1]}")" == quickstart.sh ]]; then JITMM_DEPS+=("${JITMM_PEER_DEPS[@]}"); fi
 
 jitmm_log() { printf '[jitmm] %s\n' "$*" >&2; }
 
