@@ -2,8 +2,9 @@
  * jitmm: a JIT code-generating matrix-multiplication engine.
  *
  * C API. Every function returns a jitmm_status; the detail of the last failure on the calling thread is
- * in jitmm_last_error_message(). No function throws, aborts or prints (logs go to stderr only when
- * JITMM_VERBOSE is set).
+ * in jitmm_last_error_message(). No function throws or aborts. Logs go to stderr only when JITMM_VERBOSE is
+ * set, with one exception: a disk cache folder refused as unsafe (writable by others) or unwritable is
+ * reported once per process, since the cache would otherwise stop working silently.
  *
  * Semantics (row-major, like the C arrays a framework hands in):
  *   for each batch b in [0, batch_count):
