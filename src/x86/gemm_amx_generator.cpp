@@ -2,6 +2,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "x86/emit_buffer.hpp"
 
 #include <algorithm>
 #include <list>
@@ -290,27 +291,18 @@ LowpCode generate_amx(const plan::LowpLayout& layout, const std::vector<LowpVari
             fail(JITMM_STATUS_INTERNAL_ERROR, "amx generator: variant outside the tile");
         capacity += 4096 + 64;
     }
-    for (int attempt = 0;; ++attempt) {
-        std::vector<uint8_t> buffer(capacity);
-        try {
-            AmxEmitter emitter(layout, buffer.data(), buffer.size());
-            LowpCode out;
-            for (const auto& v : variants) {
-                out.config_entries.push_back(emitter.emit_config_stub(v));
-                out.entries.push_back(emitter.emit_variant(v));
-            }
-            out.release_entry = emitter.emit_release_stub();
-            emitter.finish();
-            out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
-            return out;
-        } catch (const Xbyak::Error& e) {
-            if (static_cast<int>(e) == Xbyak::ERR_CODE_IS_TOO_BIG && attempt < 3) {
-                capacity *= 2;
-                continue;
-            }
-            fail(JITMM_STATUS_JIT_FAILED, std::string("amx generator: xbyak: ") + e.what());
+    return emit_code("amx", capacity, [&](uint8_t* buffer, size_t size) {
+        AmxEmitter emitter(layout, buffer, size);
+        LowpCode out;
+        for (const auto& v : variants) {
+            out.config_entries.push_back(emitter.emit_config_stub(v));
+            out.entries.push_back(emitter.emit_variant(v));
         }
-    }
+        out.release_entry = emitter.emit_release_stub();
+        emitter.finish();
+        out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
+        return out;
+    });
 }
 
 }  // namespace jitmm::x86

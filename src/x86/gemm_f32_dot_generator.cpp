@@ -186,17 +186,14 @@ GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std
         capacity += 1024 + static_cast<size_t>(layout.k_unroll + 2) * (v.rows + v.cols) * (10 + 7 * v.rows) +
                     outputs * 400;
     }
-    uint8_t* buffer = emit_buffer(capacity);
-    GeneratedDotCode out;
-    try {
-        GemmF32DotEmitter emitter(layout, buffer, capacity);
+    return emit_code("gemm_f32_dot", capacity, [&](uint8_t* buffer, size_t size) {
+        GemmF32DotEmitter emitter(layout, buffer, size);
+        GeneratedDotCode out;
         for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
-    } catch (const Xbyak::Error& e) {
-        fail(JITMM_STATUS_JIT_FAILED, std::string("gemm_f32_dot generator: xbyak: ") + e.what());
-    }
-    return out;
+        return out;
+    });
 }
 
 }  // namespace jitmm::x86

@@ -273,19 +273,16 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + t.variant.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(t.variant.rows) * nvec * 400;
     }
-    uint8_t* buffer = emit_buffer(capacity);
-    GeneratedCode out;
-    try {
-        GemmF32Emitter emitter(layout, buffer, capacity);
+    return emit_code("gemm_f32", capacity, [&](uint8_t* buffer, size_t size) {
+        GemmF32Emitter emitter(layout, buffer, size);
+        GeneratedCode out;
         for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
         if (!whole.empty()) out.entries.push_back(emitter.emit_whole(whole));
         emitter.emit_mask_table();
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
-    } catch (const Xbyak::Error& e) {
-        fail(JITMM_STATUS_JIT_FAILED, std::string("gemm_f32 generator: xbyak: ") + e.what());
-    }
-    return out;
+        return out;
+    });
 }
 
 }  // namespace jitmm::x86

@@ -2,6 +2,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "x86/emit_buffer.hpp"
 
 #include <algorithm>
 #include <string>
@@ -175,23 +176,14 @@ LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<Low
                     size_t(v.rows) * size_t(layout.nv) * 640;
     }
     // The estimate is generous; should it still fall short, try again with twice the room.
-    for (int attempt = 0;; ++attempt) {
-        std::vector<uint8_t> buffer(capacity);
-        try {
-            LowpAvxEmitter emitter(layout, buffer.data(), buffer.size());
-            LowpCode out;
-            for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
-            emitter.finish();
-            out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
-            return out;
-        } catch (const Xbyak::Error& e) {
-            if (static_cast<int>(e) == Xbyak::ERR_CODE_IS_TOO_BIG && attempt < 3) {
-                capacity *= 2;
-                continue;
-            }
-            fail(JITMM_STATUS_JIT_FAILED, std::string("lowp avx generator: xbyak: ") + e.what());
-        }
-    }
+    return emit_code("lowp avx", capacity, [&](uint8_t* buffer, size_t size) {
+        LowpAvxEmitter emitter(layout, buffer, size);
+        LowpCode out;
+        for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
+        emitter.finish();
+        out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
+        return out;
+    });
 }
 
 }  // namespace jitmm::x86
