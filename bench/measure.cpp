@@ -1,4 +1,5 @@
 #include "measure.hpp"
+#include "measure_cuda.hpp"
 
 #include "core/error.hpp"
 #include "problem.hpp"
@@ -180,11 +181,6 @@ void run_shape(jitmm_engine* engine, const Options& options, int threads, PeerSe
     }
     r->hit_ns = median(groups) * 1e9;
 
-    if (!is_host_device(r->device)) {
-        r->error = "jitmm-bench cannot allocate buffers on device '" + r->device + "' yet (host memory only)";
-        return;
-    }
-
     HostProblem problem(d);
     r->copies = problem.copies;
     // C as it was filled: what beta scales in every check (jitmm's and each peer's).
@@ -192,6 +188,12 @@ void run_shape(jitmm_engine* engine, const Options& options, int threads, PeerSe
     if (d.beta != 0.0f) {
         c0 = HostBuffer(problem.c_buf.bytes());
         std::memcpy(c0.data(), problem.c_buf.data(), problem.c_buf.bytes());
+    }
+
+    if (!is_host_device(r->device)) {
+        // Peers are not timed on devices yet: jitmm alone, on device buffers with CUDA events.
+        measure_on_cuda(handle.kernel, options, problem, c0, [&] { return check_output(d, problem, c0); }, r);
+        return;
     }
 
     if (options.check) {

@@ -1,0 +1,155 @@
+#include "measure_cuda.hpp"
+
+#include "core/error.hpp"
+#include "cuda/driver.hpp"
+#include "hw/gpu.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace jitmm::bench {
+
+namespace {
+
+// The device's primary context made current for this scope (the same context jitmm's kernels use).
+class ContextScope {
+public:
+    ContextScope(const cuda::DriverApi& drv, int ordinal) : drv_(drv) {
+        cuda::check(drv_.cuDeviceGet(&device_, ordinal), "cuDeviceGet");
+        cuda::check(drv_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+        cuda::check(drv_.cuCtxPushCurrent(context_), "cuCtxPushCurrent");
+    }
+    ~ContextScope() {
+        CUcontext popped;
+        drv_.cuCtxPopCurrent(&popped);
+        drv_.cuDevicePrimaryCtxRelease(device_);
+    }
+
+private:
+    const cuda::DriverApi& drv_;
+    CUdevice device_ = 0;
+    CUcontext context_ = nullptr;
+};
+
+class DeviceBuffer {
+public:
+    DeviceBuffer(const cuda::DriverApi& drv, size_t bytes) : drv_(drv) {
+        if (bytes > 0) cuda::check(drv_.cuMemAlloc(&ptr_, bytes), "cuMemAlloc");
+    }
+    ~DeviceBuffer() {
+        if (ptr_) drv_.cuMemFree(ptr_);
+    }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    CUdeviceptr get() const { return ptr_; }
+    void* at(size_t offset) const { return reinterpret_cast<void*>(ptr_ + offset); }
+
+private:
+    const cuda::DriverApi& drv_;
+    CUdeviceptr ptr_ = 0;
+};
+
+int ordinal_of(const std::string& device) {
+    const size_t colon = device.find(':');
+    return colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
+}
+
+}  // namespace
+
+void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostProblem& problem, const HostBuffer& c0,
+                     const std::function<CheckResult()>& check_host_c, ShapeResult* r) {
+    const jitmm_matmul_desc& d = r->desc;
+    try {
+        const cuda::DriverApi& drv = cuda::driver_or_throw();
+        const int ordinal = ordinal_of(r->device);
+        ContextScope context(drv, ordinal);
+
+        // Enough copies of A and B that one pass over them exceeds twice the L2.
+        const hw::GpuProbe& gpus = hw::gpu_probe();
+        const int64_t l2 = ordinal < static_cast<int>(gpus.devices.size()) ? gpus.devices[ordinal].l2_bytes : 0;
+        const size_t ab = problem.a_pitch + problem.b_pitch;
+        const int64_t copies = std::clamp<int64_t>((2 * std::max<int64_t>(l2, 1) + ab - 1) / std::max<size_t>(ab, 1), 1, 16);
+        DeviceBuffer a(drv, problem.a_pitch * copies), b(drv, problem.b_pitch * copies);
+        DeviceBuffer c(drv, problem.c_buf.bytes()), bias(drv, problem.bias_buf.bytes());
+        for (int64_t i = 0; i < copies; ++i) {
+            cuda::check(drv.cuMemcpyHtoD(a.get() + problem.a_pitch * i, problem.a_ptr(i % problem.copies), problem.a_pitch), "cuMemcpyHtoD(A)");
+            cuda::check(drv.cuMemcpyHtoD(b.get() + problem.b_pitch * i, problem.b_ptr(i % problem.copies), problem.b_pitch), "cuMemcpyHtoD(B)");
+        }
+        if (problem.bias_buf.bytes() > 0)
+            cuda::check(drv.cuMemcpyHtoD(bias.get(), problem.bias_buf.data(), problem.bias_buf.bytes()), "cuMemcpyHtoD(bias)");
+        CUstream stream = nullptr;
+        cuda::check(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        struct StreamGuard {
+            const cuda::DriverApi& drv;
+            CUstream s;
+            ~StreamGuard() { drv.cuStreamDestroy(s); }
+        } stream_guard{drv, stream};
+
+        auto args_for = [&](int64_t copy) {
+            jitmm_matmul_args args;
+            jitmm_matmul_args_init(&args);
+            args.a = a.at(problem.a_pitch * static_cast<size_t>(copy));
+            args.b = b.at(problem.b_pitch * static_cast<size_t>(copy));
+            args.c = c.at(0);
+            args.bias = problem.bias_buf.bytes() > 0 ? bias.at(0) : nullptr;
+            args.stream = stream;
+            return args;
+        };
+        auto run = [&](int64_t copy) {
+            const jitmm_matmul_args args = args_for(copy);
+            const jitmm_status st = jitmm_kernel_run(kernel, &args);
+            if (st != JITMM_STATUS_SUCCESS)
+                fail(st, std::string("run: ") + jitmm_status_string(st) + ": " + jitmm_last_error_message());
+        };
+
+        // C as the check needs it: NaN everywhere when beta == 0 (it must not be read), else C0.
+        if (d.beta == 0.0f) cuda::check(drv.cuMemsetD8(c.get(), 0xFF, problem.c_buf.bytes()), "cuMemsetD8");
+        else cuda::check(drv.cuMemcpyHtoD(c.get(), c0.data(), c0.bytes()), "cuMemcpyHtoD(C)");
+        if (options.check) {
+            run(0);
+            cuda::check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize");
+            cuda::check(drv.cuMemcpyDtoH(problem.c_buf.data(), c.get(), problem.c_buf.bytes()), "cuMemcpyDtoH(C)");
+            r->check = check_host_c();
+            r->checked = true;
+        }
+
+        // Warm up, then batches of event-timed runs until the policy is met; the median of all samples.
+        for (int i = 0; i < 3; ++i) run(i % copies);
+        cuda::check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize");
+        constexpr int kBatch = 20;
+        std::vector<CUevent> events(2 * kBatch);
+        for (CUevent& e : events) cuda::check(drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+        std::vector<double> samples;
+        double total_s = 0;
+        int64_t index = 0;
+        while ((static_cast<int>(samples.size()) < std::max(options.timing.repeats, kBatch) ||
+                total_s < options.timing.min_time_s) && samples.size() < 20000) {
+            for (int i = 0; i < kBatch; ++i) {
+                drv.cuEventRecord(events[2 * i], stream);
+                run(index++ % copies);
+                drv.cuEventRecord(events[2 * i + 1], stream);
+            }
+            cuda::check(drv.cuEventSynchronize(events.back()), "cuEventSynchronize");
+            for (int i = 0; i < kBatch; ++i) {
+                float ms = 0;
+                cuda::check(drv.cuEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "cuEventElapsedTime");
+                samples.push_back(ms * 1e-3);
+                total_s += ms * 1e-3;
+            }
+        }
+        for (CUevent e : events) drv.cuEventDestroy(e);
+        std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+        const double median_s = samples[samples.size() / 2];
+        r->runs = static_cast<int64_t>(samples.size());
+        r->copies = copies;
+        r->median_us = median_s * 1e6;
+        r->gflops = median_s > 0 ? 2.0 * d.m * d.n * d.k * d.batch_count / median_s * 1e-9 : NAN;
+    } catch (const Error& e) {
+        r->error = e.what();
+    }
+}
+
+}  // namespace jitmm::bench
