@@ -190,9 +190,17 @@ void run_shape(jitmm_engine* engine, const Options& options, int threads, PeerSe
         std::memcpy(c0.data(), problem.c_buf.data(), problem.c_buf.bytes());
     }
 
+    PeerShape shape;
+    shape.desc = &d;
+    shape.inputs = &problem;
+    shape.device = r->device;
+    shape.threads = threads;
     if (!is_host_device(r->device)) {
-        // Peers are not timed on devices yet: jitmm alone, on device buffers with CUDA events.
+        // jitmm on device buffers with CUDA events; device peers (cuBLASLt) time themselves on the same inputs.
         measure_on_cuda(handle.kernel, options, problem, c0, [&] { return check_output(d, problem, c0); }, r);
+        if (!r->error.empty()) return;
+        for (const std::string& name : options.peers)
+            r->peers.push_back(measure_peer(name, peers, shape, options, c0, r->median_us * 1e-6));
         return;
     }
 
@@ -223,11 +231,6 @@ void run_shape(jitmm_engine* engine, const Options& options, int threads, PeerSe
     r->median_us = t.median_s * 1e6;
     r->gflops = t.median_s > 0 ? flops(d) / t.median_s * 1e-9 : NAN;
 
-    PeerShape shape;
-    shape.desc = &d;
-    shape.inputs = &problem;
-    shape.device = r->device;
-    shape.threads = threads;
     for (const std::string& name : options.peers) {
         r->peers.push_back(measure_peer(name, peers, shape, options, c0, t.median_s));
     }
