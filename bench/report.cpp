@@ -129,6 +129,10 @@ void TextTable::header() {
 void TextTable::row(const ShapeResult& r) {
     const jitmm_matmul_desc& d = r.desc;
     const std::string shape = shape_str(d);
+    // How the notes name this row: the shape, plus the transposes when there are any (NN and NT rows of one
+    // shape are different problems).
+    const std::string label =
+        d.trans_a || d.trans_b ? shape + " " + (d.trans_a ? "T" : "N") + (d.trans_b ? "T" : "N") : shape;
     std::vector<std::string> cells = {shape, std::to_string(d.batch_count), op_summary(d)};
     if (columns_[3].name == "device") cells.push_back(r.device);
     std::vector<std::string> below;  // lines under the row: errors and failed peer checks
@@ -160,7 +164,7 @@ void TextTable::row(const ShapeResult& r) {
             if (!p.note.empty()) {
                 // A peer that is not built is said once above the header.
                 const PeerInfo* info = find_peer(p.name);
-                if (!(info && info->create == nullptr)) note(title, "n/a: " + p.note, shape);
+                if (!(info && info->create == nullptr)) note(title, "n/a: " + p.note, label);
             }
             for (const PeerPathResult& pp : p.paths) {
                 const std::string who = std::string(title) + " " + pp.path;
@@ -169,13 +173,13 @@ void TextTable::row(const ShapeResult& r) {
                     below.push_back(who + ": check FAILED: rel_err " + format("%.2e", pp.check.rel_err) + " > bound " +
                                     format("%.2e", pp.check.bound));
                 }
-                if (!pp.remark.empty() && p.best_path() == &pp) note(title, pp.remark, shape);
+                if (!pp.remark.empty() && p.best_path() == &pp) note(title, pp.remark, label);
             }
-            if (p.paths.size() > 1 && p.best_path()) note(title, "fastest path: " + p.best_path()->path, shape);
+            if (p.paths.size() > 1 && p.best_path()) note(title, "fastest path: " + p.best_path()->path, label);
         }
     }
     print(cells);
-    loads_.emplace_back(shape, r.other_cpus);
+    loads_.emplace_back(label, r.other_cpus);
     if (!r.error.empty()) std::printf("    error: %s\n", r.error.c_str());
     for (const std::string& line : below) std::printf("    %s\n", line.c_str());
     std::fflush(stdout);
