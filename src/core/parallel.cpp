@@ -6,6 +6,10 @@
 
 namespace jitmm {
 
+namespace {
+constexpr int kSpinIterations = 20000;  // about 0.1-0.5 ms of pause instructions
+}  // namespace
+
 ThreadPool::ThreadPool(int num_threads) {
     for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -31,6 +35,10 @@ void ThreadPool::worker_loop() {
     for (;;) {
         const TaskFn* job;
         int64_t n;
+        // Spin briefly before sleeping: kernels tend to come back to back (one per layer), and waking a
+        // sleeping thread costs tens of microseconds, as much as a small matmul.
+        for (int spin = 0; spin < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++spin)
+            __builtin_ia32_pause();
         {
             std::unique_lock<std::mutex> lock(state_mutex_);
             wake_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });

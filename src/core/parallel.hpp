@@ -38,7 +38,7 @@ private:
     std::condition_variable wake_cv_, done_cv_;
     const TaskFn* job_ = nullptr;
     int64_t job_size_ = 0;
-    uint64_t generation_ = 0;
+    std::atomic<uint64_t> generation_{0};  // written under state_mutex_, read by spinning workers too
     std::atomic<int64_t> next_task_{0};
     std::atomic<int64_t> tasks_done_{0};
     int workers_active_ = 0;
