@@ -12,7 +12,7 @@ JITMM_DEPS=(build-essential cmake ninja-build pkg-config libxbyak-dev libcpuinfo
 # Peer libraries for jitmm-bench --peer (optional: everything builds without them). The quick start installs
 # them; tools/test.sh installs only what the tests need.
 JITMM_PEER_DEPS=(libdnnl-dev libopenblas-dev libxsmm-dev)
-if [[ "$(basename "${BASH_SOURCE[-1]}")" == quickstart.sh ]]; then JITMM_DEPS+=("${JITMM_PEER_DEPS[@]}"); fi
+if [[ "${JITMM_WITH_PEERS:-0}" == 1 ]]; then JITMM_DEPS+=("${JITMM_PEER_DEPS[@]}"); fi
 
 jitmm_log() { printf '[jitmm] %s\n' "$*" >&2; }
 

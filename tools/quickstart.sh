@@ -6,6 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# The quick start also installs the peer libraries jitmm-bench compares against (tests do not need them).
+JITMM_WITH_PEERS=1
 # shellcheck source=tools/deps.sh
 source tools/deps.sh
 
