@@ -171,7 +171,9 @@ private:
             for (int j = 0; j < tn_; ++j) tilestored(ptr[(i == 0 ? rdx : r11) + rax + j * kTile * 4], c_tile(i, j));
     }
 
-    void epilogue() {
+    // The accumulator tiles stored to a 64-byte aligned block on the stack (rsp + one block row), where the
+    // vector epilogue reads them row by row; release_spill() gives the stack back.
+    void spill_accumulators() {
         push(rbp);
         mov(rbp, rsp);
         sub(rsp, 2 * kTile * kBlockRowBytes);
@@ -180,6 +182,16 @@ private:
         for (int i = 0; i < tm_; ++i)
             for (int j = 0; j < tn_; ++j)
                 tilestored(ptr[rsp + rax + i * kTile * kBlockRowBytes + j * kTile * 4], c_tile(i, j));
+    }
+
+    void release_spill() {
+        mov(rsp, rbp);
+        pop(rbp);
+        vzeroupper();
+    }
+
+    void epilogue() {
+        spill_accumulators();
         epilogue_.load_pointers();
         const int64_t c_size = dtype_size(L_.c_type);
         const int64_t c_row = L_.ldc * c_size;
@@ -200,22 +212,13 @@ private:
         if (L_.a_scale == ScaleMode::per_row) add(r11, 4);
         dec(rdi);
         jnz(row, T_NEAR);
-        mov(rsp, rbp);
-        pop(rbp);
-        vzeroupper();
+        release_spill();
     }
 
     // Swapped roles: the block holds C^T (rows n, columns m). Each C row m gathers its 16-column vectors from a
     // column of the block (stride one block row), then takes the same epilogue as ever and a plain store.
     void epilogue_transposed() {
-        push(rbp);
-        mov(rbp, rsp);
-        sub(rsp, 2 * kTile * kBlockRowBytes);
-        and_(rsp, -64);
-        mov(rax, kBlockRowBytes);
-        for (int i = 0; i < tm_; ++i)
-            for (int j = 0; j < tn_; ++j)
-                tilestored(ptr[rsp + rax + i * kTile * kBlockRowBytes + j * kTile * 4], c_tile(i, j));
+        spill_accumulators();
         epilogue_.load_pointers();
         const int64_t c_size = dtype_size(L_.c_type);
         const Xbyak::Zmm index(5), t0(2), t1(3), t2(4);
@@ -241,9 +244,7 @@ private:
         if (L_.a_scale == ScaleMode::per_row) add(r11, 4);
         dec(rdi);
         jnz(row, T_NEAR);
-        mov(rsp, rbp);
-        pop(rbp);
-        vzeroupper();
+        release_spill();
     }
 
 public:
