@@ -45,7 +45,7 @@ private:
 struct BroadcastF32Family {
     using Recipe = plan::X86GemmPlan;
     using KernelType = GemmF32Kernel;
-    static constexpr int kVersion = 2;  // bump when the emitted code changes for the same recipe
+    static constexpr int kVersion = 3;  // bump when the emitted code changes for the same recipe
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
     }
@@ -56,7 +56,7 @@ struct BroadcastF32Family {
 struct DotF32Family {
     using Recipe = plan::X86DotPlan;
     using KernelType = GemmF32DotKernel;
-    static constexpr int kVersion = 1;
+    static constexpr int kVersion = 2;
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_dot_avx512" : "x86_f32_dot_avx2";
     }
@@ -67,7 +67,7 @@ struct DotF32Family {
 struct LowpFamily {
     using Recipe = plan::X86LowpPlan;
     using KernelType = GemmLowpKernel;
-    static constexpr int kVersion = 1;
+    static constexpr int kVersion = 2;  // 2: vector_math's exp clamp and reciprocal
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

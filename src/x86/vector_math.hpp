@@ -38,6 +38,7 @@ public:
     void exp(const Xbyak::Xmm& x, const Xbyak::Xmm& t0, const Xbyak::Xmm& t1);
 
 private:
+    void reciprocal(const Xbyak::Xmm& d, const Xbyak::Xmm& t);
     void divide_by_one_plus_exp(const Xbyak::Xmm& x, const Xbyak::Xmm& arg, const Xbyak::Xmm& t0,
                                 const Xbyak::Xmm& t1);
     Xbyak::CodeGenerator& g_;
