@@ -91,14 +91,15 @@ typedef enum jitmm_bias_layout {
     JITMM_BIAS_PER_ROW = 1     /* bias[M], added to every column */
 } jitmm_bias_layout;
 
-/* Quantization scales (int8 inputs): how many f32 values a scales pointer in the args holds.
+/* Quantization scales (int8 and fp8 inputs): how many f32 values a scales pointer in the args holds.
  * With scales the result is dequantized before beta, bias and activation:
  *   C = act( alpha * sa[i] * sb[j] * sum_k (op(A)[i][k] - a_zero_point) * op(B)[k][j] + beta * C + bias )
  * (a_zero_point applies with or without scales; with an s32 c_type the sum is exact).
  * sa is 1 without A scales, a_scales[0] per tensor, a_scales[i] per row; sb likewise with b_scales[0] or
- * b_scales[j]. Every batch uses the same scales. Scales need s8/u8 inputs and a floating-point c_type, and a
- * zero point an s8/u8 A within its range: anything else is JITMM_STATUS_INVALID_VALUE naming the field (a scale
- * mode set with its pointer NULL in the args: JITMM_STATUS_NULL_POINTER "args.a_scales" / "args.b_scales"). */
+ * b_scales[j]. Every batch uses the same scales. Scales need s8/u8 or fp8 (e4m3/e5m2) inputs and a
+ * floating-point c_type, and a zero point an s8/u8 A within its range: anything else is
+ * JITMM_STATUS_INVALID_VALUE naming the field (a scale mode set with its pointer NULL in the args:
+ * JITMM_STATUS_NULL_POINTER "args.a_scales" / "args.b_scales"). */
 typedef enum jitmm_scale_mode {
     JITMM_SCALE_NONE = 0,
     JITMM_SCALE_PER_TENSOR = 1, /* one value */
@@ -155,8 +156,8 @@ typedef struct jitmm_matmul_args {
     void* workspace;          /* optional scratch the caller owns; NULL: the engine provides it */
     size_t workspace_size;
     /* Appended: an args whose struct_size ends before a_scales (an older jitmm.h) reads them as NULL. */
-    const float* a_scales;    /* required when desc.a_scale_mode is set, else ignored */
-    const float* b_scales;    /* required when desc.b_scale_mode is set, else ignored */
+    const float* a_scales;    /* required when desc.a_scale_mode is set, else ignored (CUDA: device memory) */
+    const float* b_scales;    /* required when desc.b_scale_mode is set, else ignored (CUDA: device memory) */
 } jitmm_matmul_args;
 
 typedef enum jitmm_report_format { JITMM_REPORT_TEXT = 0, JITMM_REPORT_JSON = 1 } jitmm_report_format;

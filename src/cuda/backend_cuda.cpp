@@ -5,16 +5,20 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "cuda/codegen/sm80_mma.hpp"
+#include "cuda/codegen/sm90_wgmma.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
 #include "hw/gpu.hpp"
 #include "plan/cuda_gemm_plan.hpp"
+#include "plan/cuda_sm90_plan.hpp"
+#include "cuda/tensor_map.hpp"
 
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -136,16 +140,21 @@ public:
 
     const LaunchShape& shape() const { return shape_; }
 
-    // Launches on stream; never synchronizes. The caller has the context current.
-    void launch(const RunArgs& args) const {
+    // Launches on stream with the kernel's parameters; never synchronizes. The caller has the context current.
+    void launch(void** params, void* stream) const {
+        check(device_->drv().cuLaunchKernel(function_, shape_.grid[0], shape_.grid[1], shape_.grid[2], shape_.block,
+                                            1, 1, shape_.smem, static_cast<CUstream>(stream), params, nullptr),
+              "cuLaunchKernel");
+    }
+
+    // The SM80 kernels' parameters: (a, b, c, bias).
+    void launch_sm80(const RunArgs& args) const {
         const void* a = args.a;
         const void* b = args.b;
         void* c = args.c;
         const void* bias = args.bias;
         void* params[] = {&a, &b, &c, &bias};
-        check(device_->drv().cuLaunchKernel(function_, shape_.grid[0], shape_.grid[1], shape_.grid[2], shape_.block,
-                                            1, 1, shape_.smem, static_cast<CUstream>(args.stream), params, nullptr),
-              "cuLaunchKernel");
+        launch(params, args.stream);
     }
 
 private:
@@ -162,8 +171,7 @@ bool aligned(const void* p, int64_t alignment) {
 // ---------------------------------------------------------------------------------------------------
 // Compile: generate, NVRTC, package.
 
-Artifact compile_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, const std::string& arch) {
-    const GeneratedKernel g = generate_sm80_gemm(p, recipe);
+Artifact package_cubin(const GeneratedKernel& g, const std::string& arch) {
     CompileResult r = compile_to_cubin(g.source, g.name, arch);
     Artifact a;
     a.kind = "cubin";
@@ -176,15 +184,6 @@ Artifact compile_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, const
     a.ints[kGridZ] = g.grid[2];
     a.ints[kBlock] = g.block;
     a.ints[kSmem] = g.smem_bytes;
-    // Pointer alignment the kernel assumes: 16 bytes where it uses vector loads, else the element.
-    const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
-    const bool skinny = recipe.family == plan::CudaKernelFamily::skinny;
-    const bool a_vec = skinny ? recipe.skinny_vector : recipe.a_path != plan::OperandPath::scalar;
-    const bool b_vec = skinny ? recipe.skinny_vector : recipe.b_path != plan::OperandPath::scalar;
-    a.ints[kAlignA] = a_vec ? 16 : e;
-    a.ints[kAlignB] = b_vec ? 16 : e;
-    a.ints[kAlignC] = recipe.c_pairs ? 2 * ec : ec;
-    a.ints[kAlignBias] = p.bias != BiasKind::none ? dtype_size(p.bias_type) : 1;
     if (verbose_enabled()) {
         char line[160];
         std::snprintf(line, sizeof line, "nvrtc %s for %s: %.1f ms, %zu bytes of cubin", g.name.c_str(), arch.c_str(),
@@ -194,35 +193,95 @@ Artifact compile_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, const
     return a;
 }
 
+Artifact compile_sm80_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, const std::string& arch) {
+    Artifact a = package_cubin(generate_sm80_gemm(p, recipe), arch);
+    // Pointer alignment the kernel assumes: 16 bytes where it uses vector loads, else the element.
+    const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
+    const bool skinny = recipe.family == plan::CudaKernelFamily::skinny;
+    const bool a_vec = skinny ? recipe.skinny_vector : recipe.a_path != plan::OperandPath::scalar;
+    const bool b_vec = skinny ? recipe.skinny_vector : recipe.b_path != plan::OperandPath::scalar;
+    a.ints[kAlignA] = a_vec ? 16 : e;
+    a.ints[kAlignB] = b_vec ? 16 : e;
+    a.ints[kAlignC] = recipe.c_pairs ? 2 * ec : ec;
+    a.ints[kAlignBias] = p.bias != BiasKind::none ? dtype_size(p.bias_type) : 1;
+    return a;
+}
+
+// TMA reads A and B: 16-byte aligned bases.
+Artifact compile_sm90_cubin(const Problem& p, const plan::Sm90GemmPlan& plan, const std::string& arch) {
+    Artifact a = package_cubin(generate_sm90_gemm(p, plan), arch);
+    const int64_t ec = dtype_size(p.c_type);
+    a.ints[kAlignA] = 16;
+    a.ints[kAlignB] = 16;
+    a.ints[kAlignC] = plan.c_pairs ? 2 * ec : ec;
+    a.ints[kAlignBias] = p.bias != BiasKind::none ? dtype_size(p.bias_type) : 1;
+    return a;
+}
+
+// The tensor maps of an SM90 kernel's operands for this call's pointers.
+TmaOperand sm90_operand(const Problem& p, const plan::Sm90GemmPlan& plan, bool is_a) {
+    TmaOperand o;
+    o.type = is_a ? p.a_type : p.b_type;
+    o.k_major = is_a ? plan.a_k_major : plan.b_k_major;
+    o.rows = is_a ? p.m : p.n;
+    o.k = p.k;
+    o.ld = is_a ? p.lda : p.ldb;
+    o.batch = p.batch;
+    o.stride = is_a ? p.stride_a : p.stride_b;
+    // K-major: one box of the whole tile (bk x tile rows); M/N-major: boxes of 64 elements x bk lines.
+    o.box_k = plan.bk;
+    o.box_rows = o.k_major ? (is_a ? plan.bm : plan.bn) : 64;
+    return o;
+}
+
 // ---------------------------------------------------------------------------------------------------
-// The kernel: the module for aligned pointers, and on first need the one for misaligned pointers.
+// The kernel: the module for aligned pointers, and on first need the one for misaligned pointers
+// (always an SM80 kernel: element loads and single-element stores everywhere).
 
 class CudaKernel final : public Kernel {
 public:
     CudaKernel(KernelMeta meta, std::shared_ptr<const Device> device, const Artifact& artifact, const Problem& p,
-               plan::CudaTarget target)
+               plan::CudaTarget target, std::optional<plan::Sm90GemmPlan> sm90)
         : Kernel(std::move(meta)), device_(std::move(device)), main_(device_, artifact), p_(p),
-          target_(std::move(target)) {}
+          target_(std::move(target)), sm90_(std::move(sm90)) {}
 
     void run(const RunArgs& args) const override {
         const LaunchShape& s = main_.shape();
         const int64_t e = dtype_size(p_.a_type), ec = dtype_size(p_.c_type);
         // Element alignment is the least any kernel needs; below it nothing can run.
-        if (!aligned(args.a, e) || !aligned(args.b, e) || !aligned(args.c, ec) ||
+        if (!aligned(args.a, e) || !aligned(args.b, dtype_size(p_.b_type)) || !aligned(args.c, ec) ||
             (p_.bias != BiasKind::none && !aligned(args.bias, dtype_size(p_.bias_type))))
             fail(JITMM_STATUS_INVALID_VALUE, "cuda: a, b, c and bias must be aligned to their element size");
         const bool fast = aligned(args.a, s.align_a) && aligned(args.b, s.align_b) && aligned(args.c, s.align_c);
         ContextScope scope(*device_);
-        (fast ? main_ : fallback()).launch(args);
+        if (!fast) return fallback().launch_sm80(args);
+        if (!sm90_) return main_.launch_sm80(args);
+        const DriverApi& drv = device_->drv();
+        CUtensorMap map_a = encode_tensor_map(drv, args.a, sm90_operand(p_, *sm90_, true));
+        CUtensorMap map_b = encode_tensor_map(drv, args.b, sm90_operand(p_, *sm90_, false));
+        void* c = args.c;
+        const void* bias = args.bias;
+        const float* a_scales = args.a_scales;
+        const float* b_scales = args.b_scales;
+        void* params[] = {&map_a, &map_b, &c, &bias, &a_scales, &b_scales};
+        main_.launch(params, args.stream);
     }
 
 private:
-    // Compiled once, on the first misaligned call: element loads and single-element stores everywhere.
+    // Compiled once, on the first misaligned call.
     const Module& fallback() const {
         std::call_once(fallback_once_, [&] {
             try {
                 const plan::CudaGemmPlan recipe = plan::plan_cuda_gemm(p_, target_, /*aligned_pointers=*/false);
-                fallback_ = std::make_unique<Module>(device_, compile_cubin(p_, recipe, target_.arch));
+                fallback_ = std::make_unique<Module>(device_, compile_sm80_cubin(p_, recipe, target_.arch));
+            } catch (const Error& e) {
+                // fp8 and scaled problems have no SM80 kernel: say what the caller must change.
+                fallback_error_ = e.status() != JITMM_STATUS_UNSUPPORTED
+                                      ? std::current_exception()
+                                      : std::make_exception_ptr(Error(
+                                            JITMM_STATUS_INVALID_VALUE,
+                                            std::string("cuda: this problem runs only with 16-byte aligned a and b "
+                                                        "(and c aligned to two elements): ") + e.what()));
             } catch (...) {
                 fallback_error_ = std::current_exception();
             }
@@ -235,6 +294,7 @@ private:
     Module main_;
     Problem p_;
     plan::CudaTarget target_;
+    std::optional<plan::Sm90GemmPlan> sm90_;  // set: main_ is the Hopper kernel, launched with tensor maps
     mutable std::once_flag fallback_once_;
     mutable std::unique_ptr<Module> fallback_;
     mutable std::exception_ptr fallback_error_;
@@ -243,22 +303,29 @@ private:
 // ---------------------------------------------------------------------------------------------------
 // Plan and backend.
 
-class Sm80Plan final : public Plan {
+// One CUDA kernel's plan: the Hopper generator's when it takes the problem, else the SM80 family's.
+class CudaPlan final : public Plan {
 public:
-    Sm80Plan(const Problem& p, plan::CudaGemmPlan recipe, plan::CudaTarget target, std::shared_ptr<const Device> device)
+    CudaPlan(const Problem& p, plan::CudaGemmPlan recipe, plan::CudaTarget target, std::shared_ptr<const Device> device)
         : p_(p), recipe_(std::move(recipe)), target_(std::move(target)), device_(std::move(device)) {}
+    CudaPlan(const Problem& p, plan::Sm90GemmPlan sm90, plan::CudaTarget target, std::shared_ptr<const Device> device)
+        : p_(p), sm90_(std::move(sm90)), target_(std::move(target)), device_(std::move(device)) {}
 
     const char* generator() const override {
+        if (sm90_) return "cuda_sm90_wgmma";
         return recipe_.family == plan::CudaKernelFamily::skinny ? "cuda_sm80_skinny" : "cuda_sm80_tiled";
     }
-    int generator_version() const override { return kSm80GeneratorVersion; }
-    std::string describe() const override { return recipe_.describe(); }
+    int generator_version() const override { return sm90_ ? kSm90GeneratorVersion : kSm80GeneratorVersion; }
+    std::string describe() const override { return sm90_ ? sm90_->describe() : recipe_.describe(); }
     void append_key(KeyWriter& w) const override {
         w.str('a', target_.arch);
-        recipe_.append_key(w);
+        if (sm90_) sm90_->append_key(w);
+        else recipe_.append_key(w);
     }
 
-    Artifact compile() const override { return compile_cubin(p_, recipe_, target_.arch); }
+    Artifact compile() const override {
+        return sm90_ ? compile_sm90_cubin(p_, *sm90_, target_.arch) : compile_sm80_cubin(p_, recipe_, target_.arch);
+    }
 
     std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
         if (!device_)
@@ -266,15 +333,17 @@ public:
                                              ": cubins can be built here but not loaded (no device)");
         // The source is cheap to regenerate; dumped beside the cubin the engine writes.
         if (dump_enabled()) {
-            const std::string source = generate_sm80_gemm(p_, recipe_).source;
+            const std::string source = sm90_ ? generate_sm90_gemm(p_, *sm90_).source
+                                             : generate_sm80_gemm(p_, recipe_).source;
             dump_artifact(meta.key, "cu", source.data(), source.size());
         }
-        return std::make_shared<CudaKernel>(std::move(meta), device_, artifact, p_, target_);
+        return std::make_shared<CudaKernel>(std::move(meta), device_, artifact, p_, target_, sm90_);
     }
 
 private:
     Problem p_;
     plan::CudaGemmPlan recipe_;
+    std::optional<plan::Sm90GemmPlan> sm90_;
     plan::CudaTarget target_;
     std::shared_ptr<const Device> device_;  // null: compile-only
 };
@@ -303,7 +372,9 @@ public:
 
     std::unique_ptr<Plan> plan(const Problem& p) const override {
         try {
-            return std::make_unique<Sm80Plan>(p, plan::plan_cuda_gemm(p, target_), target_, device_);
+            if (plan::sm90_applies(p, target_))
+                return std::make_unique<CudaPlan>(p, plan::plan_sm90_gemm(p, target_), target_, device_);
+            return std::make_unique<CudaPlan>(p, plan::plan_cuda_gemm(p, target_), target_, device_);
         } catch (const Error& e) {
             if (e.status() != JITMM_STATUS_UNSUPPORTED) throw;
             fail(JITMM_STATUS_UNSUPPORTED, device_name_ + " (" + target_.arch + "): " + e.what() +

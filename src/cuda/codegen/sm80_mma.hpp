@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/problem.hpp"
+#include "cuda/codegen/generated_kernel.hpp"
 #include "plan/cuda_gemm_plan.hpp"
 
 #include <cstdint>
@@ -13,14 +14,6 @@ namespace jitmm::cuda {
 
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
 constexpr int kSm80GeneratorVersion = 1;
-
-struct GeneratedKernel {
-    std::string name;       // the extern "C" __global__ function
-    std::string source;     // one self-contained translation unit
-    int64_t grid[3] = {1, 1, 1};
-    int64_t block = 128;
-    int64_t smem_bytes = 0; // dynamic shared memory per CTA
-};
 
 // The kernel's parameters are (const void* a, const void* b, void* c, const void* bias); everything else
 // (shape, leading dimensions, strides, alpha/beta, epilogue) is baked in.

@@ -1,0 +1,286 @@
+#include "cuda/codegen/sm90_wgmma.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "cuda/codegen/epilogue.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+namespace jitmm::cuda {
+namespace {
+
+using plan::Sm90GemmPlan;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const char* ptx_type(jitmm_dtype t) {
+    switch (t) {
+        case JITMM_DTYPE_F16: return "f16";
+        case JITMM_DTYPE_BF16: return "bf16";
+        case JITMM_DTYPE_F32: return "tf32";
+        case JITMM_DTYPE_S8: return "s8";
+        case JITMM_DTYPE_F8_E4M3: return "e4m3";
+        case JITMM_DTYPE_F8_E5M2: return "e5m2";
+        default: fail(JITMM_STATUS_INTERNAL_ERROR, "sm90 generator: no wgmma input type");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Prelude: types, mbarriers, the bulk tensor copy, wgmma fences and the shared-memory descriptor.
+
+void emit_prelude(std::ostringstream& os) {
+    os << R"(typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned long long u64;
+typedef long long i64;
+struct __align__(64) TmaMap { u64 words[16]; };  // CUtensorMap, opaque
+
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+// mbarriers: "full" completes when a stage's bytes have landed, "empty" when every consumer warp is done with it.
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+
+// One box of a tensor map into shared memory; completion is counted on the stage's full barrier.
+__device__ __forceinline__ void tma_load(u32 dst, const TmaMap* map, u32 bar, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+               :: "r"(dst), "l"((u64)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const TmaMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" :: "l"((u64)map) : "memory");
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: start, leading and stride byte offsets in 16-byte units.
+__device__ __forceinline__ u64 smem_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+}
+)";
+}
+
+// wgmma.mma_async m64 x BN x KSTEP with both operands from shared memory, accumulating into d.
+void emit_wgmma(std::ostringstream& os, const Problem& p, const Sm90GemmPlan& plan, int kstep) {
+    const bool integer = p.a_type == JITMM_DTYPE_S8;
+    const int nacc = plan.bn / 2;  // accumulators per thread: 64 x BN over 128 threads
+    std::ostringstream ins;
+    ins << "wgmma.mma_async.sync.aligned.m64n" << plan.bn << "k" << kstep << "." << (integer ? "s32" : "f32") << "."
+        << ptx_type(p.a_type) << "." << ptx_type(p.b_type) << " {";
+    for (int i = 0; i < nacc; ++i) ins << (i ? ", " : "") << "%" << i;
+    ins << "}, %" << nacc << ", %" << nacc + 1 << ", 1";  // scale-d = 1: always accumulate (d is zeroed per tile)
+    if (!integer) ins << ", 1, 1";                          // no negation of A or B
+    if (dtype_size(p.a_type) == 2)                          // 16-bit types read M/N-major tiles transposed
+        ins << ", " << (plan.a_k_major ? 0 : 1) << ", " << (plan.b_k_major ? 0 : 1);
+    ins << ";\\n";
+    const char* reg = integer ? "+r" : "+f";
+    os << "\n// the tensor-core instruction: " << (p.a_type == JITMM_DTYPE_F32 ? "tf32 (f32 inputs, low mantissa bits ignored)" : ptx_type(p.a_type)) << "\n";
+    os << "__device__ __forceinline__ void wgmma(Acc (&d)[NACC], u64 da, u64 db) {\n";
+    os << "  asm volatile(\"" << ins.str() << "\"\n    : ";
+    for (int i = 0; i < nacc; ++i) os << (i ? ", " : "") << (i && i % 8 == 0 ? "\n      " : "") << "\"" << reg << "\"(d[" << i << "])";
+    os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
+    // Keeps the compiler from moving reads or writes of the accumulators across the asynchronous wgmma.
+    os << "__device__ __forceinline__ void acc_fence(Acc (&d)[NACC]) {\n#pragma unroll\n  for (int i = 0; i < NACC; ++i) asm volatile(\"\" : \""
+       << reg << "\"(d[i]) :: \"memory\");\n}\n";
+}
+
+}  // namespace
+
+GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
+    const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
+    const int kstep = static_cast<int>(32 / e);  // K per wgmma: 32 bytes of each operand row
+    const int64_t tiles_m = ceil_div(p.m, plan.bm), tiles_n = ceil_div(p.n, plan.bn);
+    const bool tail_m = p.m % plan.bm != 0, tail_n = p.n % plan.bn != 0;
+    const bool fp8 = p.a_type == JITMM_DTYPE_F8_E4M3 || p.a_type == JITMM_DTYPE_F8_E5M2;
+
+    GeneratedKernel out;
+    out.name = "jitmm_sm90_wgmma";
+    std::ostringstream os;
+    os << "// jitmm " << out.name << " (generator v" << kSm90GeneratorVersion << ")\n// problem: " << describe(p)
+       << "\n// plan: " << plan.describe() << "\n";
+    emit_prelude(os);
+    os << "typedef " << (p.a_type == JITMM_DTYPE_S8 ? "int" : "float") << " Acc;\n";
+
+    os << "\n// ---- shape and tiling (compile-time)\n";
+    os << "constexpr int M = " << p.m << ", N = " << p.n << ", K = " << p.k << ";\n";
+    os << "constexpr i64 LDC = " << p.ldc * ec << ", STRIDE_C = " << p.stride_c * ec << ";  // bytes\n";
+    os << "constexpr int BM = " << plan.bm << ", BN = " << plan.bn << ", BK = " << plan.bk << ", KSTEP = " << kstep
+       << ", STAGES = " << plan.stages << ", CONSUMERS = " << plan.consumers << ";\n";
+    os << "constexpr int NACC = BN / 2;  // accumulators per consumer thread (64 x BN over a warpgroup)\n";
+    os << "constexpr int TILES_M = " << tiles_m << ", TILES_N = " << tiles_n << ", TILES = " << tiles_m * tiles_n * p.batch
+       << ", KT = " << ceil_div(p.k, plan.bk) << ", GROUP_M = " << plan.group_m << ";\n";
+    os << "constexpr u32 A_STAGE = BM * 128, B_STAGE = BN * 128, STAGE_BYTES = A_STAGE + B_STAGE;  // 128 bytes of K per row\n";
+    emit_wgmma(os, p, plan, kstep);
+    emit_epilogue_helpers(os, p);
+
+    // Descriptors of one k-step. K-major tiles: rows of 128 bytes, 8-row groups 1024 bytes apart, the k-step
+    // moves 32 bytes along the row. M/N-major tiles: boxes of 64 elements x BK rows; the k-step moves 16 rows,
+    // 8-row groups are 1024 bytes apart and boxes (64-element atoms along M/N) BK * 128 bytes apart.
+    os << "\n// ---- shared-memory descriptors of k-step ks (128-byte swizzle)\n";
+    os << "__device__ __forceinline__ u64 a_desc(u32 sa, int consumer, int ks) {\n";
+    if (plan.a_k_major) os << "  return smem_desc(sa + consumer * 64 * 128 + ks * 32, 16, 1024);\n}\n";
+    else os << "  return smem_desc(sa + consumer * BK * 128 + ks * KSTEP * 128, BK * 128, 1024);\n}\n";
+    os << "__device__ __forceinline__ u64 b_desc(u32 sb, int ks) {\n";
+    if (plan.b_k_major) os << "  return smem_desc(sb + ks * 32, 16, 1024);\n}\n";
+    else os << "  return smem_desc(sb + ks * KSTEP * 128, BK * 128, 1024);\n}\n";
+
+    // Tile order: groups of GROUP_M tile rows, column by column inside a group (neighbours share L2 lines).
+    os << R"(
+// ---- persistent tile order
+__device__ __forceinline__ void tile_coords(int t, int& m0, int& n0, int& batch) {
+  batch = t / (TILES_M * TILES_N);
+  const int r = t % (TILES_M * TILES_N), per_group = GROUP_M * TILES_N;
+  const int first_m = r / per_group * GROUP_M;
+  const int group_rows = TILES_M - first_m < GROUP_M ? TILES_M - first_m : GROUP_M;
+  m0 = (first_m + r % per_group % group_rows) * BM;
+  n0 = r % per_group / group_rows * BN;
+}
+)";
+
+    // ---- the kernel
+    const int consumer_regs = plan.consumers == 2 ? 232 : 240;
+    os << "\n// ---- the kernel: warpgroup 0 produces (one thread issues TMA), warpgroups 1.." << plan.consumers
+       << " consume\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(" << plan.threads() << ", 1) " << out.name
+       << "(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, void* __restrict__ c_ptr, "
+          "const void* __restrict__ bias_ptr, const float* __restrict__ a_scales, const float* __restrict__ b_scales) {\n";
+    os << R"(  extern __shared__ unsigned char smem_raw[];
+  // 128-byte swizzle repeats every 1024 bytes: stages start on that boundary.
+  const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const u32 full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + 8 * STAGES;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, 1);                   // the producer's expect_tx arrival (+ the bytes)
+      mbar_init(empty_bar + 8 * s, CONSUMERS * 4);      // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer: give registers to the consumers; one thread walks the tiles and fills the stages
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (tid != 0) return;
+    tma_prefetch_map(&tma_a);
+    tma_prefetch_map(&tma_b);
+    int s = 0;
+    u32 phase = 0;
+    for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+      int m0, n0, batch;
+      tile_coords(t, m0, n0, batch);
+      for (int kb = 0; kb < KT; ++kb) {
+        mbar_wait(empty_bar + 8 * s, phase ^ 1u);       // the consumers released this stage
+        const u32 bar = full_bar + 8 * s, sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
+        mbar_expect_tx(bar, STAGE_BYTES);               // out-of-bounds parts are zero-filled and still counted
+)";
+    if (plan.a_k_major) os << "        tma_load(sa, &tma_a, bar, kb * BK, m0, batch);\n";
+    else
+        os << "#pragma unroll\n        for (int j = 0; j < BM / 64; ++j) tma_load(sa + j * BK * 128, &tma_a, bar, m0 + 64 * j, kb * BK, batch);\n";
+    if (plan.b_k_major) os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, batch);\n";
+    else
+        os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j) tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, batch);\n";
+    os << R"(        if (++s == STAGES) { s = 0; phase ^= 1u; }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup wg - 1 owns rows (wg - 1) * 64 .. + 63 of each tile
+)";
+    os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << consumer_regs << ";\\n\");\n";
+    os << R"(  const int consumer = wg - 1, warp = tid / 32, lane = tid % 32;
+  char* const C0 = (char*)c_ptr;
+  const char* bias = (const char*)bias_ptr;
+  (void)bias; (void)a_scales; (void)b_scales;
+  int s = 0;
+  u32 phase = 0;
+  Acc acc[NACC];
+  for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+    int m0, n0, batch;
+    tile_coords(t, m0, n0, batch);
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) acc[i] = 0;
+    acc_fence(acc);
+    // main loop: one commit group per stage; the stage before is released once its group has completed
+    int prev = -1;
+    for (int kb = 0; kb < KT; ++kb) {
+      mbar_wait(full_bar + 8 * s, phase);
+      const u32 sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / KSTEP; ++ks) wgmma(acc, a_desc(sa, consumer, ks), b_desc(sb, ks));
+      wg_commit();
+      wg_wait<1>();
+      if (prev >= 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
+      prev = s;
+      if (++s == STAGES) { s = 0; phase ^= 1u; }
+    }
+    wg_wait<0>();
+    acc_fence(acc);
+    if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+
+    // epilogue: thread owns rows r and r + 8 and columns 2q, 2q + 1 of each 8-column slice
+    char* C = C0 + (i64)batch * STRIDE_C;
+    const int row0 = m0 + consumer * 64 + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
+)";
+    // Dequantization scales (fp8): per tensor once, per row per h, per column per slice.
+    if (fp8) {
+        if (p.a_scale == ScaleMode::per_tensor) os << "    const float sa_all = a_scales[0];\n";
+        if (p.b_scale == ScaleMode::per_tensor) os << "    const float sb_all = b_scales[0];\n";
+    }
+    os << "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int row = row0 + 8 * h;\n";
+    if (tail_m) os << "      if (row >= M) continue;\n";
+    if (fp8 && p.a_scale == ScaleMode::per_row) os << "      const float sa_row = a_scales[row];\n";
+    os << "#pragma unroll\n      for (int j = 0; j < BN / 8; ++j) {\n        const int col = col0 + 8 * j;\n";
+    if (tail_n) os << "        if (col >= N) continue;\n";
+    os << "        Acc v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];\n";
+    if (fp8 && p.quantized()) {
+        std::string s0 = "1.0f", s1 = "1.0f";
+        auto mul = [](std::string& a, const std::string& b) { a = a == "1.0f" ? b : a + " * " + b; };
+        if (p.a_scale == ScaleMode::per_tensor) mul(s0, "sa_all"), mul(s1, "sa_all");
+        if (p.a_scale == ScaleMode::per_row) mul(s0, "sa_row"), mul(s1, "sa_row");
+        if (p.b_scale == ScaleMode::per_tensor) mul(s0, "sb_all"), mul(s1, "sb_all");
+        if (p.b_scale == ScaleMode::per_column) {
+            mul(s0, "b_scales[col]");
+            mul(s1, (tail_n || !plan.c_pairs) ? "(col + 1 < N ? b_scales[col + 1] : 0.0f)" : "b_scales[col + 1]");
+        }
+        os << "        v0 *= " << s0 << ";\n        v1 *= " << s1 << ";\n";
+    }
+    os << "        char* c = C + (i64)row * LDC + (i64)col * EC;\n";
+    if (plan.c_pairs) {
+        os << "        c_store2(c, finish(v0, c, row, col, bias), finish(v1, c + EC, row, col + 1, bias));\n";
+    } else {
+        os << "        c_store(c, finish(v0, c, row, col, bias));\n";
+        os << "        " << (tail_n ? "if (col + 1 < N) " : "") << "c_store(c + EC, finish(v1, c + EC, row, col + 1, bias));\n";
+    }
+    os << "      }\n    }\n  }\n}\n";
+
+    out.source = os.str();
+    out.grid[0] = plan.ctas;
+    out.block = plan.threads();
+    out.smem_bytes = plan.smem_bytes();
+    return out;
+}
+
+}  // namespace jitmm::cuda

@@ -1,0 +1,24 @@
+// The Hopper GEMM generator (sm_90a): a persistent, warp-specialized kernel. One producer warpgroup drives
+// the tensor-memory accelerator (cp.async.bulk.tensor into 128-byte-swizzled shared stages, completion on
+// mbarriers); one or two consumer warpgroups issue wgmma.mma_async from those stages and keep the
+// accumulators in registers; the epilogue (scales, alpha, beta*C, bias, activation, conversion) is applied
+// in registers before the single store. No #include: its own PTX wrappers, like the SM80 generator.
+#pragma once
+
+#include "core/problem.hpp"
+#include "cuda/codegen/generated_kernel.hpp"
+#include "plan/cuda_sm90_plan.hpp"
+
+namespace jitmm::cuda {
+
+// Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
+constexpr int kSm90GeneratorVersion = 1;
+
+// The kernel's parameters are (const __grid_constant__ CUtensorMap tma_a, ... tma_b, void* c,
+// const void* bias, const float* a_scales, const float* b_scales); the tensor maps are built per call
+// (sm90_tensor_maps in the backend) with the boxes this plan names:
+//   K-major operand:  dims {K, rows, batch}, box {bk, tile rows}
+//   M/N-major operand: dims {rows, K, batch}, box {64, bk} (tile / 64 boxes per stage)
+GeneratedKernel generate_sm90_gemm(const Problem& p, const plan::Sm90GemmPlan& plan);
+
+}  // namespace jitmm::cuda

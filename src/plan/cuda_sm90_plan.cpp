@@ -1,0 +1,171 @@
+#include "plan/cuda_sm90_plan.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace jitmm::plan {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool is_fp8(jitmm_dtype t) { return t == JITMM_DTYPE_F8_E4M3 || t == JITMM_DTYPE_F8_E5M2; }
+bool aligned16(int64_t elements, int64_t element_bytes) { return (elements * element_bytes) % 16 == 0; }
+std::string name(jitmm_dtype t) { return dtype_name_or_null(t) ? dtype_name_or_null(t) : "?"; }
+
+// The dtype combinations the wgmma generator has: f16/bf16 (-> same or f32), tf32 (f32 -> f32),
+// s8 (-> s32), fp8 e4m3/e5m2 in any mix (-> f32, bf16, f16) with optional dequantization scales.
+bool dtypes_supported(const Problem& p, std::string* why) {
+    const std::string combo = name(p.a_type) + "*" + name(p.b_type) + "->" + name(p.c_type);
+    bool ok = false;
+    if (is_fp8(p.a_type) && is_fp8(p.b_type))
+        ok = p.c_type == JITMM_DTYPE_F32 || p.c_type == JITMM_DTYPE_BF16 || p.c_type == JITMM_DTYPE_F16;
+    else if (p.a_type == p.b_type && (p.a_type == JITMM_DTYPE_F16 || p.a_type == JITMM_DTYPE_BF16))
+        ok = p.c_type == p.a_type || p.c_type == JITMM_DTYPE_F32;
+    else if (p.a_type == JITMM_DTYPE_F32 && p.b_type == JITMM_DTYPE_F32)
+        ok = p.c_type == JITMM_DTYPE_F32;
+    else if (p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8)
+        ok = p.c_type == JITMM_DTYPE_S32;
+    if (!ok) {
+        if (why) *why = "no wgmma kernel for " + combo;
+        return false;
+    }
+    if (p.quantized() && !is_fp8(p.a_type)) {
+        if (why) *why = "dequantization scales on the GPU are for fp8 inputs only (" + combo + ")";
+        return false;
+    }
+    if (p.a_zero_point != 0) {
+        if (why) *why = "no A zero point on the GPU";
+        return false;
+    }
+    if (p.bias != BiasKind::none && p.bias_type != p.c_type && p.bias_type != JITMM_DTYPE_F32) {
+        if (why) *why = "bias_type " + name(p.bias_type) + " with " + combo + " (the bias is either C's type or f32)";
+        return false;
+    }
+    return true;
+}
+
+// JITMM_CUDA_TILE=sm90:BMxBNxSTAGES (developer knob for tuning runs); part of the key like any plan.
+bool apply_override(Sm90GemmPlan& plan, const CudaTarget& target) {
+    const char* text = std::getenv("JITMM_CUDA_TILE");
+    if (text == nullptr || std::strncmp(text, "sm90:", 5) != 0) return false;
+    int bm = 0, bn = 0, stages = 0;
+    if (std::sscanf(text, "sm90:%dx%dx%d", &bm, &bn, &stages) != 3 || (bm != 64 && bm != 128) || bn < 16 ||
+        bn > 256 || bn % 16 != 0 || stages < 2 || stages > 8)
+        fail(JITMM_STATUS_INVALID_VALUE,
+             std::string("JITMM_CUDA_TILE: expected sm90:BMxBNxSTAGES (BM 64 or 128, BN 16..256), got \"") + text +
+                 "\"");
+    plan.bm = bm;
+    plan.consumers = bm / 64;
+    plan.bn = bn;
+    plan.stages = stages;
+    if (plan.smem_bytes() > target.smem_per_block_optin)
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: ") + text + " needs " +
+                                             std::to_string(plan.smem_bytes()) + " bytes of shared memory");
+    return true;
+}
+
+struct TileCandidate {
+    int consumers, bn;
+    double efficiency;  // fraction of the SM's wgmma rate the tile sustains (rough; refined by measurement)
+};
+
+// 128x256 (two consumer warpgroups of 64x256) is the tile that keeps Hopper's tensor cores busiest; the
+// narrower ones trade some of that for filling all SMs when the problem has few tiles.
+constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 128, 0.88}, {1, 256, 0.80},
+                                    {2, 64, 0.65},  {1, 128, 0.62}, {1, 64, 0.45}};
+
+}  // namespace
+
+std::string Sm90GemmPlan::describe() const {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d ctas=%d group_m=%d a=%s b=%s%s", bm,
+                  bn, bk, consumers, stages, ctas, group_m, a_k_major ? "k-major" : "m-major",
+                  b_k_major ? "k-major" : "n-major", c_pairs ? "" : " c=single");
+    return buf;
+}
+
+void Sm90GemmPlan::append_key(KeyWriter& w) const {
+    w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
+    w.i64('n', ctas).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs);
+}
+
+bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not) {
+    auto no = [&](const std::string& why) {
+        if (why_not) *why_not = why;
+        return false;
+    };
+    if (target.arch != "sm_90a") return no("wgmma needs the sm_90a target, this is " + target.arch);
+    if (const char* off = std::getenv("JITMM_CUDA_SM90"); off != nullptr && std::string(off) == "0")
+        return no("JITMM_CUDA_SM90=0");
+    std::string why;
+    if (!dtypes_supported(p, &why)) return no(why);
+    const int64_t e = dtype_size(p.a_type);
+    const bool sixteen_bit = e == 2;
+    if (!sixteen_bit && (p.trans_a || !p.trans_b))
+        return no("wgmma reads " + name(p.a_type) + " operands K-major only (A not transposed, B transposed)");
+    // TMA: 16-byte aligned row pitches and batch strides; a broadcast operand (stride 0) is not a tensor.
+    if (!aligned16(p.lda, e) || !aligned16(p.ldb, e)) return no("leading dimensions not 16-byte aligned");
+    if (p.batch > 1 && (p.stride_a <= 0 || p.stride_b <= 0 || !aligned16(p.stride_a, e) || !aligned16(p.stride_b, e)))
+        return no("batch strides not 16-byte aligned");
+    if (p.m > (int64_t{1} << 31) - 256 || p.n > (int64_t{1} << 31) - 256 || p.k > (int64_t{1} << 31) - 256 ||
+        p.batch > (int64_t{1} << 31))
+        return no("dimensions beyond TMA's 32-bit coordinates");
+    // Decode shapes stream B at memory speed on the SM80 skinny kernel; fp8 has no kernel there.
+    if (p.m <= 16 && !p.trans_a && p.trans_b && !is_fp8(p.a_type)) return no("decode shape: the skinny kernel");
+    return true;
+}
+
+Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target) {
+    std::string why;
+    if (!sm90_applies(p, target, &why)) fail(JITMM_STATUS_UNSUPPORTED, "cuda sm90: " + why);
+    const int64_t e = dtype_size(p.a_type);
+    Sm90GemmPlan plan;
+    plan.bk = static_cast<int>(128 / e);
+    plan.a_k_major = !p.trans_a;
+    plan.b_k_major = p.trans_b;
+
+    // The tile with the least estimated time: the busiest SM's share of tiles (a persistent grid of one CTA
+    // per SM walks them in turn), each at the tile's efficiency.
+    const TileCandidate* best = nullptr;
+    double best_time = 0;
+    for (const TileCandidate& t : kTiles) {
+        const int bm = 64 * t.consumers;
+        const double tiles = double(ceil_div(p.m, bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
+        const double per_sm = std::ceil(tiles / target.sm_count);
+        const double time = per_sm * bm * t.bn / t.efficiency;
+        if (best == nullptr || time < best_time * 0.98) {
+            best = &t;
+            best_time = time;
+        }
+    }
+    plan.consumers = best->consumers;
+    plan.bm = 64 * best->consumers;
+    plan.bn = best->bn;
+
+    // As deep as shared memory allows (up to 6): the producer runs that many k-blocks ahead.
+    plan.stages = 2;
+    while (plan.stages < 6) {
+        Sm90GemmPlan deeper = plan;
+        ++deeper.stages;
+        if (deeper.smem_bytes() > target.smem_per_block_optin) break;
+        plan.stages = deeper.stages;
+    }
+    apply_override(plan, target);
+
+    const int64_t tiles = ceil_div(p.m, plan.bm) * ceil_div(p.n, plan.bn) * p.batch;
+    plan.ctas = static_cast<int>(std::min<int64_t>(tiles, target.sm_count));
+    plan.group_m = 8;
+    const int64_t ec = dtype_size(p.c_type);
+    plan.c_pairs = p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && ec <= 4;
+    return plan;
+}
+
+}  // namespace jitmm::plan

@@ -1,0 +1,41 @@
+// The Hopper GEMM planner (sm_90a: wgmma + TMA, warp-specialized, persistent): whether a problem takes the
+// Hopper path at all, and the CTA tile, pipeline depth and raster it runs with. Everything here goes into
+// the kernel key.
+#pragma once
+
+#include "core/key.hpp"
+#include "core/problem.hpp"
+#include "plan/cuda_gemm_plan.hpp"
+
+#include <string>
+
+namespace jitmm::plan {
+
+struct Sm90GemmPlan {
+    int consumers = 2;          // consumer warpgroups; each owns 64 rows of the CTA tile (bm = 64 * consumers)
+    int bm = 128, bn = 256;     // CTA tile of C
+    int bk = 64;                // K per stage, in elements: always 128 bytes (one 128-byte swizzle row)
+    int stages = 4;             // shared-memory pipeline depth (TMA producer runs this far ahead)
+    int group_m = 8;            // tile raster: group_m tile rows walked together (L2 reuse)
+    int ctas = 132;             // persistent grid: CTAs that loop over the tiles
+    bool a_k_major = true;      // A stored with K contiguous (not transposed)
+    bool b_k_major = false;     // B stored with K contiguous (transposed, a Linear layer's weight)
+    bool c_pairs = true;        // two adjacent C elements per store (ldc and N even)
+
+    int threads() const { return 128 * (1 + consumers); }
+    int64_t stage_bytes() const { return int64_t{bm + bn} * 128; }
+    // Stages, the barriers, and 1 KiB to align the stages to the 128-byte swizzle's 1024-byte period.
+    int64_t smem_bytes() const { return stages * stage_bytes() + 1024 + 2 * 8 * stages; }
+    std::string describe() const;
+    void append_key(KeyWriter& w) const;
+};
+
+// Whether the Hopper generator takes this problem on this target with 16-byte aligned pointers, and if not,
+// why (for logs). It needs sm_90/sm_90a, 16-byte aligned leading dimensions and batch strides (TMA), and for
+// anything but f16/bf16 both operands K-major (wgmma transposes only 16-bit types).
+bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not = nullptr);
+
+// Throws UNSUPPORTED when sm90_applies is false.
+Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target);
+
+}  // namespace jitmm::plan
