@@ -2,6 +2,8 @@
 // layout, ld > width, batches, epilogues, alpha/beta edge values and thread counts, at each ISA tier this
 // machine can be capped to. Outputs are poisoned before every run; padding between rows must stay intact.
 #include "hw/cpu.hpp"
+#include "plan/x86_dot_plan.hpp"
+#include "plan/x86_gemm_plan.hpp"
 
 #include <catch2/catch.hpp>
 #include <jitmm/jitmm.h>
@@ -305,5 +307,126 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
             }
         }
         jitmm_engine_destroy(e);
+    }
+}
+
+namespace {
+
+// A plain problem as the planners see it (tight leading dimensions).
+jitmm::Problem plain_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    jitmm::Problem p;
+    p.m = m; p.n = n; p.k = k;
+    p.trans_a = ta; p.trans_b = tb;
+    p.lda = ta ? m : k; p.ldb = tb ? k : n; p.ldc = n;
+    return p;
+}
+
+// The number of K parts the planner picks for this shape and thread count, whichever family serves it.
+int planned_k_splits(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm::hw::X86Isa isa, int threads) {
+    const jitmm::Problem p = plain_problem(m, n, k, ta, tb);
+    if (jitmm::plan::dot_family_fits(p)) return jitmm::plan::plan_x86_gemm_f32_dot(p, isa, threads).k_splits;
+    return jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, threads).k_splits;
+}
+
+}  // namespace
+
+TEST_CASE("x86 f32: K split partition", "[x86][matmul][ksplit]") {
+    using jitmm::plan::choose_k_splits;
+    CHECK(choose_k_splits(1, 1, 8) == 1);    // one thread: never
+    CHECK(choose_k_splits(4, 2, 8) == 1);    // the tiles already balance
+    CHECK(choose_k_splits(1, 2, 8) == 2);
+    CHECK(choose_k_splits(3, 2, 8) == 2);    // 3 tiles on 2 threads: 6 tasks
+    CHECK(choose_k_splits(3, 4, 8) == 4);    // 12 tasks
+    CHECK(choose_k_splits(1, 4, 3) == 3);    // K allows only 3 parts
+    CHECK(choose_k_splits(1, 2, 1) == 1);
+    CHECK(choose_k_splits(9, 2, 8) == 1);    // enough tiles to share out
+    for (const jitmm::hw::X86Isa isa : {jitmm::hw::X86Isa::avx2, jitmm::hw::X86Isa::avx512}) {
+        if (jitmm::hw::cpu_info().best_isa < isa) continue;
+        CHECK(planned_k_splits(16, 16, 8192, false, false, isa, 2) > 1);
+        CHECK(planned_k_splits(1, 8, 16384, false, true, isa, 2) > 1);    // dot family
+        CHECK(planned_k_splits(1, 64, 16384, false, true, isa, 2) > 1);
+        CHECK(planned_k_splits(3, 8, 16384, true, true, isa, 2) > 1);
+        CHECK(planned_k_splits(16, 16, 8192, false, false, isa, 1) == 1);
+        CHECK(planned_k_splits(16, 16, 64, false, false, isa, 2) == 1);   // short K: no split
+    }
+}
+
+// Tiny M and N, long and odd K, 1 to 4 threads: the K-split path (parts into scratch, finish pass) against
+// the float64 reference for every layout and epilogue; beta * C must be applied exactly once, C is NaN
+// where beta is 0 (a stray read shows), padding must stay intact, |x| reaches ~40 (past every knee).
+TEST_CASE("x86 f32: K split over threads: layouts, epilogues, beta, odd K", "[x86][matmul][ksplit]") {
+    std::mt19937 rng(2024);
+    const float betas[] = {0.0f, 1.0f, -1.0f, 0.5f};
+    const int64_t ks[] = {8195, 12289, 16387};
+    const int64_t sizes[][2] = {{1, 17}, {3, 33}, {16, 16}, {17, 5}, {33, 40}, {2, 64}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads = 1; threads <= 4; ++threads) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0, split_cases = 0;
+            for (int layout = 0; layout < 4; ++layout) {
+                for (const auto& mn : sizes) {
+                    Case c;
+                    c.m = mn[0];
+                    c.n = mn[1];
+                    c.k = ks[it % 3];
+                    c.ta = layout & 1;
+                    c.tb = layout & 2;
+                    c.lda_pad = (it % 3 == 0) ? 3 : 0;
+                    c.ldb_pad = (it % 4 == 1) ? 5 : 0;
+                    c.ldc_pad = (it % 2 == 0) ? 2 : 0;
+                    c.alpha = (it % 5 == 2) ? 0.5f : (it % 5 == 4 ? 1.5f : 1.0f);
+                    c.beta = betas[it % 4];
+                    c.epilogue = static_cast<jitmm_epilogue>((it + threads) % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 3 == 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.batch = (it % 7 == 5) ? 2 : 1;
+                    if (c.batch == 1 && planned_k_splits(c.m, c.n, c.k, c.ta, c.tb, tier.isa, threads) > 1) ++split_cases;
+                    check_case(e, c, rng);
+                    ++it;
+                }
+            }
+            INFO("cases that split K: " << split_cases << " of " << it);
+            if (threads > 1) CHECK(split_cases >= it / 4);
+            jitmm_engine_destroy(e);
+        }
+    }
+}
+
+TEST_CASE("x86 f32: K split results are bit-identical run to run for a thread count", "[x86][matmul][ksplit]") {
+    std::mt19937 rng(99);
+    std::uniform_real_distribution<float> uni(-1, 1);
+    for (int threads = 2; threads <= 4; ++threads) {
+        for (bool tb : {false, true}) {
+            INFO("threads " << threads << (tb ? " NT" : " NN"));
+            const int64_t m = 1, n = 9, k = 24011;
+            REQUIRE(planned_k_splits(m, n, k, false, tb, jitmm::hw::cpu_info().best_isa, threads) > 1);
+            jitmm_engine* e1 = make_engine(nullptr, threads);
+            jitmm_engine* e2 = make_engine(nullptr, threads);
+            std::vector<float> a(m * k), b(k * n), bias(n), c0(m * n);
+            for (auto& x : a) x = uni(rng);
+            for (auto& x : b) x = uni(rng);
+            for (auto& x : bias) x = uni(rng);
+            for (auto& x : c0) x = uni(rng);
+            jitmm_matmul_desc d;
+            jitmm_matmul_desc_init(&d);
+            d.m = m; d.n = n; d.k = k;
+            d.trans_b = tb;
+            d.beta = 0.75f;
+            d.epilogue = JITMM_EPILOGUE_BIAS_GELU_ERF;
+            jitmm_matmul_args args;
+            jitmm_matmul_args_init(&args);
+            args.a = a.data(); args.b = b.data(); args.bias = bias.data();
+            std::vector<float> first;
+            for (int run = 0; run < 6; ++run) {
+                std::vector<float> c = c0;
+                args.c = c.data();
+                REQUIRE(jitmm_matmul(run % 2 ? e2 : e1, &d, &args) == JITMM_STATUS_SUCCESS);
+                if (run == 0) first = c;
+                else REQUIRE(std::memcmp(first.data(), c.data(), c.size() * sizeof(float)) == 0);
+            }
+            jitmm_engine_destroy(e1);
+            jitmm_engine_destroy(e2);
+        }
     }
 }

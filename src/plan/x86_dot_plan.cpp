@@ -1,5 +1,7 @@
 #include "plan/x86_dot_plan.hpp"
 
+#include "plan/x86_gemm_plan.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -54,24 +56,38 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, hw::X86Isa isa, int num_threa
     L.activation = p.activation;
     L.k_unroll = 2;
 
-    // Threads split N (each streams its own rows of B); about 1 MFLOP per thread at least.
-    const int threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, p.flops() / 1.0e6)));
+    // Threads split N (each streams its own rows of B); about 1 MFLOP or 256 KiB of B per thread at least.
+    const double b_bytes = 4.0 * double(p.batch) * double(p.n) * double(p.k);
+    const double work = std::max(p.flops() / 1.0e6, b_bytes / (256.0 * 1024));
+    const int threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
     plan.threads = threads;
     const int64_t n_tiles = ceil_div(p.n, L.nj);
     plan.n_chunks = static_cast<int>(std::min<int64_t>(n_tiles, std::max<int64_t>(1, ceil_div(threads, p.batch))));
+
+    // Few column tiles and a long K: K parts of whole iterations, at least 512 long (see x86_gemm_plan).
+    const int64_t units = p.batch * n_tiles;
+    const int64_t iterations = p.k / (int64_t(L.k_unroll) * x86::vector_length(L.isa));
+    const int64_t max_parts = std::min<int64_t>(iterations, p.k / 512);
+    plan.k_split_ready = units <= kSplitMaxUnits && max_parts >= 2 && p.n <= x86::kSplitFinishMaxWidth;
+    if (plan.k_split_ready && threads > 1) {
+        plan.k_splits = choose_k_splits(units, threads, max_parts);
+        if (plan.k_splits > 1) plan.n_chunks = static_cast<int>(n_tiles);
+    }
     return plan;
 }
 
 std::string X86DotPlan::describe() const {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d threads=%d split=1x%d", hw::isa_name(layout.isa),
-                  layout.mr, layout.nj, layout.k_unroll, threads, n_chunks);
+    char buf[192];
+    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d%s threads=%d split=1x%dx%d",
+                  hw::isa_name(layout.isa), layout.mr, layout.nj, layout.k_unroll,
+                  k_split_ready ? " ksplit-ready" : "", threads, n_chunks, k_splits);
     return buf;
 }
 
 void X86DotPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('j', layout.nj);
-    w.i64('u', layout.k_unroll);  // threads and the N split change only the driver: not part of the key
+    w.i64('u', layout.k_unroll);  // threads, the N split and k_splits change only the driver: not in the key
+    w.i64('s', k_split_ready ? 1 : 0);
 }
 
 }  // namespace jitmm::plan

@@ -15,6 +15,8 @@ struct X86DotPlan {
     x86::GemmF32DotLayout layout;
     int threads = 1;
     int n_chunks = 1;  // each batch's N split into n_chunks tile-aligned parts
+    bool k_split_ready = false;  // few tiles, long K: the part variants and the finish are generated (key)
+    int k_splits = 1;            // > 1: K cut into this many parts of whole iterations (driver only)
 
     std::string describe() const;
     void append_key(KeyWriter& w) const;

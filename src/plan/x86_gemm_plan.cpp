@@ -34,6 +34,12 @@ bool tile_fits(int mr, int nv, bool avx512) {
 // Below about this much work a thread costs more to wake than it saves.
 constexpr double kMinFlopsPerThread = 2.0e6;
 
+// Or this many bytes of A and B: a memory-bound thread streams them in ~15 microseconds.
+constexpr double kMinBytesPerThread = 256.0 * 1024;
+
+// A K-split part covers at least this much of K (its partial tile costs a store and a reload).
+constexpr int64_t kMinSplitK = 512;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -134,27 +140,56 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // Threads: no more than the work feeds, tile-aligned chunks, batches first. The partition changes only
     // the driver, never the generated code, so it stays out of the key (a cache serves any thread count).
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, p.flops() / kMinFlopsPerThread)));
+    // Enough work for each: flops, or bytes of A and B for the shapes that stream more than they compute.
+    const double ab_bytes = 4.0 * double(p.batch) * (double(p.m) * double(p.k) + double(p.k) * double(p.n));
+    const double work = std::max(p.flops() / kMinFlopsPerThread, ab_bytes / kMinBytesPerThread);
+    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, work)));
     plan.threads = threads;
     const int64_t per_batch = plan.single_call ? 1 : std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.n_chunks = static_cast<int>(std::min(n_tiles, per_batch));
     plan.m_chunks = static_cast<int>(std::min(m_tiles, ceil_div(per_batch, plan.n_chunks)));
+
+    // Few tiles and a long K: the tiles alone cannot feed (or evenly share out to) the threads, so K is cut
+    // into parts of whole K blocks, each part at least kMinSplitK long. Whether the split variants exist
+    // depends on the shape only (it is in the key); how many parts run depends on the thread count.
+    const int64_t units = p.batch * m_tiles * n_tiles;
+    const int64_t k_blocks_total = ceil_div(p.k, plan.kc);
+    const int64_t max_parts = std::min<int64_t>(k_blocks_total, p.k / kMinSplitK);
+    plan.k_split_ready = !plan.single_call && units <= kSplitMaxUnits && max_parts >= 2 &&
+                         p.n <= x86::kSplitFinishMaxWidth;
+    if (plan.k_split_ready && threads > 1) {
+        plan.k_splits = choose_k_splits(units, threads, max_parts);
+        if (plan.k_splits > 1) {
+            plan.m_chunks = static_cast<int>(m_tiles);
+            plan.n_chunks = static_cast<int>(n_tiles);
+        }
+    }
     return plan;
+}
+
+int choose_k_splits(int64_t units, int threads, int64_t max_parts) {
+    if (threads <= 1 || max_parts < 2 || units % threads == 0 || units >= 4 * int64_t(threads)) return 1;
+    const int64_t least = ceil_div(threads, units);
+    for (int64_t parts = std::max<int64_t>(2, least); parts <= max_parts && parts <= 4 * int64_t(threads); ++parts)
+        if ((units * parts) % threads == 0) return static_cast<int>(parts);
+    return static_cast<int>(std::clamp<int64_t>(least, 1, max_parts));
 }
 
 std::string X86GemmPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s threads=%d split=%dx%d",
+    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%dx%d",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB",
-                  pack_a ? " packA" : "", single_call ? " single-call" : "", threads, m_chunks, n_chunks);
+                  pack_a ? " packA" : "", single_call ? " single-call" : "", k_split_ready ? " ksplit-ready" : "", threads,
+                  m_chunks, n_chunks, k_splits);
     return buf;
 }
 
 void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('v', layout.nv);
     w.i64('u', layout.k_unroll * 2 + (layout.b_from_memory ? 1 : 0));
-    w.i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0) | (single_call ? 4 : 0)).i64('L', layout.ldb);
+    w.i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0) | (single_call ? 4 : 0) | (k_split_ready ? 8 : 0));
+    w.i64('L', layout.ldb);
     w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);
 }

@@ -19,13 +19,23 @@ struct X86GemmPlan {
     bool pack_a = false;        // each A row tile copied into a panel just before its use
     int64_t a_panel_ld = 0;     // packed A row stride: [mr][a_panel_ld] (A as stored) or [k][mr] (trans_a)
     bool single_call = false;   // small problem: every tile emitted into one function, one call per batch
+    bool k_split_ready = false; // few tiles, several K blocks: the K-split variants and finish are generated
     int threads = 1;            // threads the run fans out to
     int m_chunks = 1, n_chunks = 1;  // each batch's C split into m_chunks x n_chunks tile-aligned parts
+    int k_splits = 1;           // > 1: K cut into this many parts of whole K blocks, summed by the finish pass
 
     int nr() const { return layout.nv * x86::vector_length(layout.isa); }
     std::string describe() const;
     void append_key(KeyWriter& w) const;
 };
+
+// Tile-parallel units (batch x tiles) at most this many make a shape a K-split candidate.
+constexpr int64_t kSplitMaxUnits = 16;
+
+// How many K parts feed `threads` when the shape has only `units` independent tiles: 1 when the units
+// already balance, else enough parts that units x parts divides evenly over the threads where that stays
+// within max_parts. Depends only on its arguments, so a thread count always gives the same partition.
+int choose_k_splits(int64_t units, int threads, int64_t max_parts);
 
 // isa: the tier the kernel is generated for (avx2 or avx512; higher tiers map to avx512 for f32).
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);

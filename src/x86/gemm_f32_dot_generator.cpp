@@ -32,14 +32,18 @@ public:
         const size_t entry = getSize();
         rows_ = v.rows;
         cols_ = v.cols;
-        if (k_tail_ != 0) set_k_tail_mask();
+        partial_ = v.partial;
+        const bool rest = !v.partial || v.k_rest;
+        if (k_tail_ != 0 && rest) set_k_tail_mask();
         zero_accumulators();
-        k_loop();
+        k_loop(v.partial, rest);
         epilogue();
         vzeroupper();
         ret();
         return entry;
     }
+
+    size_t emit_finish(const SplitFinishLayout& f) { return emit_split_finish(*this, pool_, math_, f); }
 
     void finish() {
         if (need_mask_table_) {
@@ -91,20 +95,28 @@ private:
         }
     }
 
-    void k_loop() {
+    // Whole K, or (partial) r8 iterations given by the caller, then (rest) what K has past them.
+    void k_loop(bool partial, bool rest) {
         const int64_t full = L_.k / vlen_;
         const int64_t iterations = full / L_.k_unroll;
         const int64_t step_bytes = int64_t(L_.k_unroll) * vlen_ * 4;
-        if (iterations > 0) {
-            Xbyak::Label loop;
-            mov(r8, iterations);
+        if (partial || iterations > 0) {
+            Xbyak::Label loop, done;
+            if (partial) {
+                test(r8, r8);
+                jz(done, T_NEAR);
+            } else {
+                mov(r8, iterations);
+            }
             L(loop);
             for (int u = 0; u < L_.k_unroll; ++u) k_step(int64_t(u) * vlen_ * 4, false);
             add(rdi, static_cast<uint32_t>(step_bytes));
             add(rsi, static_cast<uint32_t>(step_bytes));
             dec(r8);
             jnz(loop, T_NEAR);
+            L(done);
         }
+        if (!rest) return;
         const int64_t left = full % L_.k_unroll;
         for (int64_t u = 0; u < left; ++u) k_step(u * vlen_ * 4, false);
         if (k_tail_ != 0) k_step(left * vlen_ * 4, true);
@@ -136,6 +148,10 @@ private:
                 const Xmm x(a_index);
                 horizontal_sum(a_index, t0.getIdx());
                 if (L_.alpha != 1.0f) vmulss(x, x, pool_(L_.alpha));
+                if (partial_) {
+                    vmovss(ptr[r11 + j * 4], x);
+                    continue;
+                }
                 if (L_.beta != 0.0f) {
                     vmovss(t0, ptr[r11 + j * 4]);
                     if (L_.beta == 1.0f) vaddss(x, x, t0);
@@ -160,6 +176,7 @@ private:
     ConstantPool pool_;
     VectorMath math_;
     int rows_ = 0, cols_ = 0;
+    bool partial_ = false;
     bool need_mask_table_ = false;
     Xbyak::Label mask_table_;
 };
@@ -172,7 +189,8 @@ bool dot_tile_fits(hw::X86Isa isa, int mr, int nj) {
     return mr * nj + mr + 1 <= regs && mr * nj + kEpilogueTemps + 1 <= regs;
 }
 
-GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std::vector<DotVariant>& variants) {
+GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std::vector<DotVariant>& variants,
+                                       const SplitFinishLayout* finish) {
     if (!dot_tile_fits(layout.isa, layout.mr, layout.nj))
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32_dot generator: tile does not fit the registers");
     if (int64_t(layout.nj) * layout.ldb * 4 >= (int64_t(1) << 31) ||
@@ -186,10 +204,12 @@ GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std
         capacity += 1024 + static_cast<size_t>(layout.k_unroll + 2) * (v.rows + v.cols) * (10 + 7 * v.rows) +
                     outputs * 400;
     }
+    if (finish) capacity += 256 + static_cast<size_t>((finish->n + 7) / 8) * 448;
     return emit_code("gemm_f32_dot", capacity, [&](uint8_t* buffer, size_t size) {
         GemmF32DotEmitter emitter(layout, buffer, size);
         GeneratedDotCode out;
         for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
+        if (finish) out.entries.push_back(emitter.emit_finish(*finish));
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
         return out;

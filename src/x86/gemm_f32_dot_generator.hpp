@@ -10,6 +10,7 @@
 
 #include "core/problem.hpp"
 #include "hw/cpu.hpp"
+#include "x86/gemm_f32_split_finish.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -28,19 +29,28 @@ struct GemmF32DotLayout {
     int k_unroll = 2;                     // vectors of K per loop iteration
 };
 
+// A K-split part (partial) takes a fifth argument, the count of k_unroll-vector iterations it runs from
+// where the pointers start, and stores alpha * its sums with no beta, bias or activation (the finish pass
+// in gemm_f32_split_finish.hpp applies them). The last part (k_rest) also runs the rest of K: the full
+// vectors past the whole iterations and the masked tail.
+//
+//   void part(const float* a, const float* bt, float* c, const float* bias, int64_t iterations);
 struct DotVariant {
     int rows = 0;  // 1..mr
     int cols = 0;  // 1..nj
+    bool partial = false;
+    bool k_rest = true;  // with partial: also the K past the whole iterations
 };
 
 struct GeneratedDotCode {
     std::vector<uint8_t> bytes;
-    std::vector<size_t> entries;
+    std::vector<size_t> entries;  // one per variant, then the finish function's when asked for
 };
 
 // Registers: rows*cols accumulators + rows A vectors + 1 B vector (AVX2 also a K-tail mask).
 bool dot_tile_fits(hw::X86Isa isa, int mr, int nj);
 
-GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std::vector<DotVariant>& variants);
+GeneratedDotCode generate_gemm_f32_dot(const GemmF32DotLayout& layout, const std::vector<DotVariant>& variants,
+                                       const SplitFinishLayout* finish = nullptr);
 
 }  // namespace jitmm::x86

@@ -1,14 +1,26 @@
 #include "x86/gemm_f32_dot_kernel.hpp"
 
 #include "core/error.hpp"
+#include "x86/gemm_f32_generator.hpp"
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace jitmm::x86 {
 
 namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Entry slots: 4 whole-K (row tail x column tail), 8 K-split parts (x last part), the split finish.
+constexpr int kDotSlots = 4 + 8 + 1;
+
+// Per-thread scratch for K-split partial sums (owned by the calling thread for the duration of a run).
+float* split_scratch(size_t floats) {
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < floats) buffer.resize(floats);
+    return buffer.data();
+}
 }  // namespace
 
 Artifact compile_gemm_f32_dot(const Problem& p, const plan::X86DotPlan& plan) {
@@ -23,31 +35,48 @@ Artifact compile_gemm_f32_dot(const Problem& p, const plan::X86DotPlan& plan) {
             if (col_kinds[ct] == 0 || (ct == 0 && p.n < nj)) continue;
             variants.push_back(DotVariant{row_kinds[rt], col_kinds[ct]});
             slots.push_back(rt * 2 + ct);
+            if (!plan.k_split_ready) continue;
+            for (int last = 0; last < 2; ++last) {
+                variants.push_back(DotVariant{row_kinds[rt], col_kinds[ct], true, last == 1});
+                slots.push_back(4 + (rt * 2 + ct) * 2 + last);
+            }
         }
     }
-    GeneratedDotCode code = generate_gemm_f32_dot(plan.layout, variants);
+    SplitFinishLayout finish;
+    finish.isa = plan.layout.isa;
+    finish.n = p.n;
+    finish.beta = p.beta;
+    finish.bias = p.bias;
+    finish.activation = p.activation;
+    GeneratedDotCode code = generate_gemm_f32_dot(plan.layout, variants, plan.k_split_ready ? &finish : nullptr);
     Artifact artifact;
     artifact.kind = "x86.bin";
     artifact.payload = std::move(code.bytes);
-    artifact.ints.assign(4, -1);
+    artifact.ints.assign(kDotSlots, -1);
     for (size_t i = 0; i < slots.size(); ++i) artifact.ints[slots[i]] = static_cast<int64_t>(code.entries[i]);
+    if (plan.k_split_ready) artifact.ints[kDotSlots - 1] = static_cast<int64_t>(code.entries.back());
     return artifact;
 }
 
 GemmF32DotKernel::GemmF32DotKernel(KernelMeta meta, const Problem& p, const plan::X86DotPlan& plan,
                                    std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact)
     : Kernel(std::move(meta)), p_(p), plan_(plan), runner_(std::move(runner)) {
-    if (artifact.ints.size() != 4)
-        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 dot kernel: artifact has " +
-                                              std::to_string(artifact.ints.size()) + " entry slots, expected 4");
+    if (artifact.ints.size() != kDotSlots)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 dot kernel: artifact has " + std::to_string(artifact.ints.size()) +
+                                              " entry slots, expected " + std::to_string(kDotSlots));
     code_ = std::make_unique<ExecMemory>(artifact.payload.data(), artifact.payload.size());
-    for (int slot = 0; slot < 4; ++slot) {
+    for (int slot = 0; slot < kDotSlots; ++slot) {
         const int64_t offset = artifact.ints[slot];
         if (offset < 0) continue;
         if (offset >= static_cast<int64_t>(artifact.payload.size()))
             fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 dot kernel: entry offset outside the code");
-        fns_[slot / 2][slot % 2] = reinterpret_cast<DotFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(offset))));
+        void* entry = const_cast<uint8_t*>(code_->entry(static_cast<size_t>(offset)));
+        if (slot < 4) fns_[slot / 2][slot % 2] = reinterpret_cast<DotFn>(entry);
+        else if (slot < 12) parts_[(slot - 4) / 4][((slot - 4) / 2) % 2][(slot - 4) % 2] = reinterpret_cast<DotPartFn>(entry);
+        else finish_ = reinterpret_cast<DotFn>(entry);
     }
+    if (plan_.k_splits > 1 && finish_ == nullptr)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 dot kernel: the plan splits K but the artifact has no finish");
 }
 
 void GemmF32DotKernel::run(const RunArgs& args) const {
@@ -55,6 +84,10 @@ void GemmF32DotKernel::run(const RunArgs& args) const {
     const auto* bt = static_cast<const float*>(args.b);
     auto* c = static_cast<float*>(args.c);
     const auto* bias = static_cast<const float*>(args.bias);
+    if (plan_.k_splits > 1) {
+        run_split(a, bt, c, bias);
+        return;
+    }
     const int64_t nj = plan_.layout.nj;
     const int64_t tasks = p_.batch * plan_.n_chunks;
     auto task = [&](int64_t t) {
@@ -83,6 +116,44 @@ void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, cons
             fns_[i + mr > p_.m][col_tail](a + i * p_.lda, bt + j * p_.ldb, c + i * p_.ldc + j, bias_tile);
         }
     }
+}
+
+// K split: every (batch, column tile, K part) is a task writing alpha * its partial sums into a C-shaped
+// scratch slab per part; then rows of C are finished in parallel (parts added in part order, beta * C,
+// bias, activation). Part boundaries fall on whole iterations; the last part also runs the rest of K.
+void GemmF32DotKernel::run_split(const float* a, const float* bt, float* c, const float* bias) const {
+    const int parts = plan_.k_splits;
+    const int64_t mr = plan_.layout.mr, nj = plan_.layout.nj;
+    const int64_t step = int64_t(plan_.layout.k_unroll) * vector_length(plan_.layout.isa);
+    const int64_t iterations = p_.k / step;
+    const int64_t slab = p_.m * p_.ldc;
+    const int64_t tiles = ceil_div(p_.n, nj);
+    float* scratch = split_scratch(static_cast<size_t>(p_.batch * parts * slab));
+    auto part_task = [&](int64_t t) {
+        const int64_t batch = t / (tiles * parts), rest = t % (tiles * parts);
+        const int64_t j = (rest / parts) * nj, part = rest % parts;
+        const int64_t it0 = iterations * part / parts, it1 = iterations * (part + 1) / parts;
+        const int last = part + 1 == parts ? 1 : 0;
+        const float* ab = a + batch * p_.stride_a + it0 * step;
+        const float* bb = bt + batch * p_.stride_b + j * p_.ldb + it0 * step;
+        float* out = scratch + (batch * parts + part) * slab + j;
+        const bool col_tail = j + nj > p_.n;
+        for (int64_t i = 0; i < p_.m; i += mr)
+            parts_[i + mr > p_.m][col_tail][last](ab + i * p_.lda, bb, out + i * p_.ldc, nullptr, it1 - it0);
+    };
+    const int64_t row_groups = std::min<int64_t>(p_.m, plan_.threads);
+    auto finish_task = [&](int64_t t) {
+        const int64_t batch = t / row_groups, group = t % row_groups;
+        float* slabs = scratch + batch * parts * slab;
+        float* cb = c + batch * p_.stride_c;
+        for (int64_t i = p_.m * group / row_groups; i < p_.m * (group + 1) / row_groups; ++i) {
+            float* row = slabs + i * p_.ldc;
+            sum_partials(row, slab, parts, p_.n);
+            finish_(row, nullptr, cb + i * p_.ldc, p_.bias == BiasKind::per_row ? bias + i : bias);
+        }
+    };
+    runner_->parallel_for(p_.batch * tiles * parts, part_task);
+    runner_->parallel_for(p_.batch * row_groups, finish_task);
 }
 
 }  // namespace jitmm::x86

@@ -13,7 +13,8 @@
 
 namespace jitmm::x86 {
 
-// Code bytes plus, in ints, the entry offset per (row tail, column tail) slot, -1 where unused.
+// Code bytes plus, in ints, the entry offset per (row tail, column tail) slot, then per (row tail, column
+// tail, last part) K-split part slot, then the split finish; -1 where unused.
 Artifact compile_gemm_f32_dot(const Problem& p, const plan::X86DotPlan& plan);
 
 class GemmF32DotKernel final : public Kernel {
@@ -24,13 +25,17 @@ public:
 
 private:
     using DotFn = void (*)(const float* a, const float* bt, float* c, const float* bias);
+    using DotPartFn = void (*)(const float* a, const float* bt, float* c, const float* bias, int64_t iterations);
     void run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t n0, int64_t n1) const;
+    void run_split(const float* a, const float* bt, float* c, const float* bias) const;
 
     Problem p_;
     plan::X86DotPlan plan_;
     std::shared_ptr<const ParallelRunner> runner_;
     std::unique_ptr<ExecMemory> code_;
     DotFn fns_[2][2] = {};
+    DotPartFn parts_[2][2][2] = {};  // [row tail][column tail][last part]
+    DotFn finish_ = nullptr;
 };
 
 }  // namespace jitmm::x86

@@ -66,6 +66,8 @@ public:
         return entry;
     }
 
+    size_t emit_finish(const SplitFinishLayout& f) { return emit_split_finish(*this, pool_, math_, f); }
+
     void finish() { pool_.emit(); }
 
 private:
@@ -198,10 +200,10 @@ private:
 
     // ---- epilogue: alpha, beta*C or +C, bias, activation, one store per vector -------------------------
     void epilogue(const UkernelVariant& v) {
-        const bool read_c = !v.first || L_.beta != 0.0f;
+        const bool read_c = !v.first || (L_.beta != 0.0f && !v.partial);
         const float c_scale = v.first ? L_.beta : 1.0f;
-        const bool add_bias = v.last && L_.bias != BiasKind::none;
-        const Activation act = v.last ? L_.activation : Activation::none;
+        const bool add_bias = v.last && !v.partial && L_.bias != BiasKind::none;
+        const Activation act = v.last && !v.partial ? L_.activation : Activation::none;
         const Xmm t0 = temp(0), t1 = temp(1), t2 = temp(2);
 
         mov(r11, rdx);
@@ -253,7 +255,7 @@ private:
 }  // namespace
 
 GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants,
-                                const std::vector<PlacedTile>& whole) {
+                                const std::vector<PlacedTile>& whole, const SplitFinishLayout* finish) {
     const int vlen = vector_length(layout.isa);
     const int nr = layout.nv * vlen;
     // A generous bound on the code size: the unrolled K body and the epilogue of every variant.
@@ -273,11 +275,13 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + t.variant.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(t.variant.rows) * nvec * 400;
     }
+    if (finish) capacity += 256 + static_cast<size_t>((finish->n + vlen - 1) / vlen) * 448;
     return emit_code("gemm_f32", capacity, [&](uint8_t* buffer, size_t size) {
         GemmF32Emitter emitter(layout, buffer, size);
         GeneratedCode out;
         for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
         if (!whole.empty()) out.entries.push_back(emitter.emit_whole(whole));
+        if (finish) out.entries.push_back(emitter.emit_finish(*finish));
         emitter.emit_mask_table();
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());

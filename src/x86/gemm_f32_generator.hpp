@@ -14,6 +14,7 @@
 
 #include "core/problem.hpp"
 #include "hw/cpu.hpp"
+#include "x86/gemm_f32_split_finish.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -42,6 +43,7 @@ struct UkernelVariant {
     int64_t k_len = 0;   // K steps of this block
     bool first = true;   // applies beta*C (else accumulates onto C)
     bool last = true;    // applies bias and activation
+    bool partial = false;  // a K-split part: first never reads C (no beta), last applies no bias/activation
 };
 
 // One tile of a whole small problem emitted as a single function: the variant plus the tile's byte offsets
@@ -53,7 +55,8 @@ struct PlacedTile {
 
 struct GeneratedCode {
     std::vector<uint8_t> bytes;   // position-independent: constants are addressed RIP-relative
-    std::vector<size_t> entries;  // offset of each requested variant, in order; then the whole-problem entry
+    std::vector<size_t> entries;  // offset of each requested variant, in order; then the whole-problem entry,
+                                  // then the K-split finish entry (each only when asked for)
 };
 
 using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias);
@@ -65,8 +68,10 @@ inline int vector_length(hw::X86Isa isa) { return isa >= hw::X86Isa::avx512 ? 16
 inline int vector_register_count(hw::X86Isa isa) { return isa >= hw::X86Isa::avx512 ? 32 : 16; }
 
 // Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something. With `whole` non-empty, one more function
-// runs those tiles back to back (same signature, base pointers): small problems then cost one call.
+// runs those tiles back to back (same signature, base pointers): small problems then cost one call. With
+// `finish`, the K-split finish function (gemm_f32_split_finish.hpp) comes last.
 GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants,
-                                const std::vector<PlacedTile>& whole = {});
+                                const std::vector<PlacedTile>& whole = {},
+                                const SplitFinishLayout* finish = nullptr);
 
 }  // namespace jitmm::x86

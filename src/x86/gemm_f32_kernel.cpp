@@ -46,15 +46,19 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
             if (col_kinds[ct] == 0 || (ct == 0 && p.n < nr)) continue;
             for (int ph = 0; ph < GemmF32Kernel::kPhaseCount; ++ph) {
                 using K = GemmF32Kernel;
-                const bool wanted = k_blocks == 1 ? ph == K::kSingle
-                                                  : (ph == K::kFirst || ph == K::kLast || (ph == K::kMiddle && k_blocks > 2));
+                bool wanted = k_blocks == 1 ? ph == K::kSingle
+                                            : (ph == K::kFirst || ph == K::kLast || (ph == K::kMiddle && k_blocks > 2));
+                if (plan.k_split_ready && (ph == K::kPartFirst || ph == K::kPartFirstTail || ph == K::kPartLast))
+                    wanted = true;
                 if (!wanted) continue;
                 UkernelVariant v;
                 v.rows = row_kinds[rt];
                 v.cols = col_kinds[ct];
-                v.k_len = (ph == K::kSingle) ? p.k : (ph == K::kLast ? last_k : plan.kc);
-                v.first = ph == K::kSingle || ph == K::kFirst;
-                v.last = ph == K::kSingle || ph == K::kLast;
+                const bool tail_block = ph == K::kLast || ph == K::kPartFirstTail || ph == K::kPartLast;
+                v.k_len = (ph == K::kSingle) ? p.k : (tail_block ? last_k : plan.kc);
+                v.first = ph == K::kSingle || ph == K::kFirst || ph == K::kPartFirst || ph == K::kPartFirstTail;
+                v.last = ph == K::kSingle || ph == K::kLast || ph == K::kPartFirstTail || ph == K::kPartLast;
+                v.partial = ph >= K::kPartFirst;
                 variants.push_back(v);
                 slots.push_back((rt * 2 + ct) * K::kPhaseCount + ph);
             }
@@ -76,13 +80,21 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
             }
         }
     }
-    GeneratedCode code = generate_gemm_f32(plan.layout, variants, whole);
+    SplitFinishLayout finish;
+    finish.isa = plan.layout.isa;
+    finish.n = p.n;
+    finish.beta = p.beta;
+    finish.bias = p.bias;
+    finish.activation = p.activation;
+    GeneratedCode code = generate_gemm_f32(plan.layout, variants, whole, plan.k_split_ready ? &finish : nullptr);
     Artifact artifact;
     artifact.kind = "x86.bin";
     artifact.payload = std::move(code.bytes);
-    artifact.ints.assign(GemmF32Kernel::kSlotCount + 1, -1);
+    artifact.ints.assign(GemmF32Kernel::kSlotCount + 2, -1);
     for (size_t i = 0; i < slots.size(); ++i) artifact.ints[slots[i]] = static_cast<int64_t>(code.entries[i]);
-    if (!whole.empty()) artifact.ints[GemmF32Kernel::kSlotCount] = static_cast<int64_t>(code.entries.back());
+    size_t next = slots.size();
+    if (!whole.empty()) artifact.ints[GemmF32Kernel::kSlotCount] = static_cast<int64_t>(code.entries[next++]);
+    if (plan.k_split_ready) artifact.ints[GemmF32Kernel::kSlotCount + 1] = static_cast<int64_t>(code.entries[next++]);
     return artifact;
 }
 
@@ -90,15 +102,21 @@ GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86G
                              std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact)
     : Kernel(std::move(meta)), p_(p), plan_(plan), runner_(std::move(runner)) {
     k_blocks_ = ceil_div(p_.k, plan_.kc);
-    if (artifact.ints.size() != kSlotCount + 1)
+    if (artifact.ints.size() != kSlotCount + 2)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: artifact has " + std::to_string(artifact.ints.size()) +
-                                              " entry slots, expected " + std::to_string(kSlotCount + 1));
+                                              " entry slots, expected " + std::to_string(kSlotCount + 2));
     code_ = std::make_unique<ExecMemory>(artifact.payload.data(), artifact.payload.size());
-    if (artifact.ints[kSlotCount] >= 0) {
-        if (artifact.ints[kSlotCount] >= static_cast<int64_t>(artifact.payload.size()))
+    auto extra_entry = [&](int slot) -> UkernelFn {
+        const int64_t offset = artifact.ints[slot];
+        if (offset < 0) return nullptr;
+        if (offset >= static_cast<int64_t>(artifact.payload.size()))
             fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: entry offset outside the code");
-        whole_ = reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(artifact.ints[kSlotCount]))));
-    }
+        return reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(offset))));
+    };
+    whole_ = extra_entry(kSlotCount);
+    finish_ = extra_entry(kSlotCount + 1);
+    if (plan_.k_splits > 1 && finish_ == nullptr)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: the plan splits K but the artifact has no finish");
     for (int slot = 0; slot < kSlotCount; ++slot) {
         const int64_t offset = artifact.ints[slot];
         if (offset < 0) continue;
@@ -121,6 +139,10 @@ void GemmF32Kernel::run(const RunArgs& args) const {
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
         return;
     }
+    if (plan_.k_splits > 1) {
+        run_split(a, b, c, bias);
+        return;
+    }
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
     const int64_t tasks = p_.batch * per_batch;
     auto task = [&](int64_t t) {
@@ -129,7 +151,8 @@ void GemmF32Kernel::run(const RunArgs& args) const {
         chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, part / plan_.n_chunks, &m0, &m1);
         chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &n0, &n1);
         if (m0 >= m1 || n0 >= n1) return;
-        run_chunk(a + batch * p_.stride_a, b + batch * p_.stride_b, c + batch * p_.stride_c, bias, m0, m1, n0, n1);
+        run_chunk(a + batch * p_.stride_a, b + batch * p_.stride_b, c + batch * p_.stride_c, bias, m0, m1, n0, n1,
+                  0, k_blocks_, false);
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -141,7 +164,7 @@ void GemmF32Kernel::run(const RunArgs& args) const {
 // Loop order: N blocks, K blocks (B packed once per block into L2-sized panels), then row tiles outermost
 // (each A row tile packed into an L1-resident panel) and the B panels innermost, streaming from L2.
 void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
-                              int64_t n0, int64_t n1) const {
+                              int64_t n0, int64_t n1, int64_t kb0, int64_t kb1, bool split) const {
     const int mr = plan_.layout.mr;
     const int64_t nr = plan_.nr();
     float* a_panel =
@@ -149,10 +172,13 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
                      : nullptr;
     for (int64_t jc = n0; jc < n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, n1 - jc);
-        for (int64_t kb = 0; kb < k_blocks_; ++kb) {
+        for (int64_t kb = kb0; kb < kb1; ++kb) {
             const int64_t k0 = kb * plan_.kc;
             const int64_t k_len = std::min(plan_.kc, p_.k - k0);
-            const Phase phase = k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
+            const bool last_block = kb + 1 == k_blocks_;
+            Phase phase;
+            if (split) phase = kb == kb0 ? (last_block ? kPartFirstTail : kPartFirst) : (last_block ? kPartLast : kMiddle);
+            else phase = k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : last_block ? kLast : kMiddle;
             float* b_panels = nullptr;
             if (plan_.pack_b) {
                 b_panels = pack_buffer<1>(static_cast<size_t>(ceil_div(n_cur, nr) * nr * k_len));
@@ -177,6 +203,40 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
             }
         }
     }
+}
+
+// K split: every (batch, tile, K part) is a task writing alpha * its partial sum into scratch (one C-shaped
+// slab per part, C's leading dimension, so the same microkernels serve); then rows of C are finished in
+// parallel: the parts added in part order, beta * C, bias and activation, C written once.
+void GemmF32Kernel::run_split(const float* a, const float* b, float* c, const float* bias) const {
+    const int parts = plan_.k_splits;
+    const int64_t slab = p_.m * p_.ldc;  // floats of one part of one batch
+    float* scratch = pack_buffer<2>(static_cast<size_t>(p_.batch * parts * slab));
+    const int64_t tiles = int64_t(plan_.m_chunks) * plan_.n_chunks;
+    auto part_task = [&](int64_t t) {
+        const int64_t batch = t / (tiles * parts), rest = t % (tiles * parts);
+        const int64_t tile = rest / parts, part = rest % parts;
+        int64_t m0, m1, n0, n1;
+        chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, tile / plan_.n_chunks, &m0, &m1);
+        chunk_range(p_.n, plan_.nr(), plan_.n_chunks, tile % plan_.n_chunks, &n0, &n1);
+        if (m0 >= m1 || n0 >= n1) return;
+        const int64_t kb0 = k_blocks_ * part / parts, kb1 = k_blocks_ * (part + 1) / parts;
+        run_chunk(a + batch * p_.stride_a, b + batch * p_.stride_b, scratch + (batch * parts + part) * slab, bias,
+                  m0, m1, n0, n1, kb0, kb1, true);
+    };
+    const int64_t row_groups = std::min<int64_t>(p_.m, plan_.threads);
+    auto finish_task = [&](int64_t t) {
+        const int64_t batch = t / row_groups, group = t % row_groups;
+        float* slabs = scratch + batch * parts * slab;
+        float* cb = c + batch * p_.stride_c;
+        for (int64_t i = p_.m * group / row_groups; i < p_.m * (group + 1) / row_groups; ++i) {
+            float* row = slabs + i * p_.ldc;
+            sum_partials(row, slab, parts, p_.n);
+            finish_(row, nullptr, cb + i * p_.ldc, p_.bias == BiasKind::per_row ? bias + i : bias);
+        }
+    };
+    runner_->parallel_for(p_.batch * tiles * parts, part_task);
+    runner_->parallel_for(p_.batch * row_groups, finish_task);
 }
 
 }  // namespace jitmm::x86

@@ -15,8 +15,9 @@
 namespace jitmm::x86 {
 
 // Generates the microkernels the problem needs: code bytes plus, in ints, one entry offset per
-// (row tail, column tail, K phase) slot, -1 where the shape never reaches that slot, and last the
-// single-call function's offset (-1 unless the plan is single_call).
+// (row tail, column tail, K phase) slot, -1 where the shape never reaches that slot, then the
+// single-call function's offset (-1 unless the plan is single_call) and last the K-split finish
+// function's (-1 unless the plan is k_split_ready).
 Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan);
 
 class GemmF32Kernel final : public Kernel {
@@ -26,12 +27,17 @@ public:
                   std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact);
     void run(const RunArgs& args) const override;
 
-    enum Phase { kSingle = 0, kFirst, kMiddle, kLast, kPhaseCount };
+    // K phases of a microkernel call. Whole-K runs use the first four; a K-split part runs kPartFirst or
+    // kPartFirstTail (its first block: a full kc one, or the short last block of K) and then kMiddle or
+    // kPartLast (the short last block of K) blocks, into scratch; the finish pass applies beta and the epilogue.
+    enum Phase { kSingle = 0, kFirst, kMiddle, kLast, kPartFirst, kPartFirstTail, kPartLast, kPhaseCount };
     static constexpr int kSlotCount = 2 * 2 * kPhaseCount;
 
 private:
+    // Tiles [m0, m1) x [n0, n1) over the K blocks [kb0, kb1) (split: a K part, written to scratch C).
     void run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
-                   int64_t n0, int64_t n1) const;
+                   int64_t n0, int64_t n1, int64_t kb0, int64_t kb1, bool split) const;
+    void run_split(const float* a, const float* b, float* c, const float* bias) const;
     UkernelFn ukernel(bool row_tail, bool col_tail, Phase phase) const {
         return fns_[row_tail][col_tail][phase];
     }
@@ -42,6 +48,7 @@ private:
     std::unique_ptr<ExecMemory> code_;
     UkernelFn fns_[2][2][kPhaseCount] = {};
     UkernelFn whole_ = nullptr;  // the single-call function of a small problem, when the plan asked for one
+    UkernelFn finish_ = nullptr; // the K-split finish (one row of C), when the plan is k_split_ready
     int64_t k_blocks_ = 1;
 };
 

@@ -1,0 +1,42 @@
+// K-split support shared by the f32 families (broadcast tiles and dot products). When M and N give fewer
+// tiles than threads, K is cut into parts; each part's tiles write alpha * (their partial sum) into a scratch
+// copy of C (same leading dimension, no beta, bias or activation). The finish pass then adds the parts in
+// part order (a fixed reduction order: bit-identical results for a given thread count) and applies the
+// epilogue once per output:
+//
+//   void finish_row(const float* partial_row, const float* unused, float* c_row, const float* bias);
+//
+//   C[j] = act(P[j] + beta * C[j] + bias)          j < n (tail lanes masked; C read only when beta != 0)
+//
+// bias points at the row's bias for a per-row bias, at bias[0] for a per-column one.
+#pragma once
+
+#include "core/problem.hpp"
+#include "hw/cpu.hpp"
+#include "x86/vector_math.hpp"
+
+#include <xbyak/xbyak.h>
+
+#include <cstdint>
+
+namespace jitmm::x86 {
+
+struct SplitFinishLayout {
+    hw::X86Isa isa = hw::X86Isa::avx512;
+    int64_t n = 0;  // row width
+    float beta = 0;
+    BiasKind bias = BiasKind::none;
+    Activation activation = Activation::none;
+};
+
+// Rows no wider than this get a finish function (straight-line code, one block per vector).
+constexpr int64_t kSplitFinishMaxWidth = 2048;
+
+// Emits finish_row into g (constants go to pool, which the caller emits at the end); returns its offset.
+// Uses vector registers 0..4 and, for AVX2 column tails, an inline mask table after the function.
+size_t emit_split_finish(Xbyak::CodeGenerator& g, ConstantPool& pool, VectorMath& math, const SplitFinishLayout& f);
+
+// p0[j] += p_s[j] for s = 1..parts-1 in that order, j < n, where p_s = p0 + s * part_stride.
+void sum_partials(float* p0, int64_t part_stride, int parts, int64_t n);
+
+}  // namespace jitmm::x86
