@@ -230,7 +230,8 @@ TmaOperand sm90_operand(const Problem& p, const plan::Sm90GemmPlan& plan, bool i
     o.stride = is_a ? p.stride_a : p.stride_b;
     // K-major: one box of the whole tile (bk x tile rows); M/N-major: boxes of 64 elements x bk lines.
     o.box_k = plan.bk;
-    o.box_rows = o.k_major ? (is_a ? plan.bm : plan.bn) : 64;
+    // With a CTA pair, each CTA loads half of B's tile.
+    o.box_rows = o.k_major ? (is_a ? plan.bm : plan.bn / plan.cluster_m) : 64;
     return o;
 }
 

@@ -52,20 +52,28 @@ bool dtypes_supported(const Problem& p, std::string* why) {
     return true;
 }
 
-// JITMM_CUDA_TILE=sm90:BMxBNxSTAGES (developer knob for tuning runs); part of the key like any plan.
+// Whether B can be split between the two CTAs of a cluster: half the tile's rows (K-major) or half its
+// 64-column boxes (N-major) each.
+bool b_splits(const Sm90GemmPlan& plan) { return plan.b_k_major ? plan.bn % 16 == 0 : plan.bn % 128 == 0; }
+
+// JITMM_CUDA_TILE=sm90:BMxBNxSTAGES[xCLUSTER] (developer knob for tuning runs); part of the key like any plan.
 bool apply_override(Sm90GemmPlan& plan, const CudaTarget& target) {
     const char* text = std::getenv("JITMM_CUDA_TILE");
     if (text == nullptr || std::strncmp(text, "sm90:", 5) != 0) return false;
-    int bm = 0, bn = 0, stages = 0;
-    if (std::sscanf(text, "sm90:%dx%dx%d", &bm, &bn, &stages) != 3 || (bm != 64 && bm != 128) || bn < 16 ||
-        bn > 256 || bn % 16 != 0 || stages < 2 || stages > 8)
+    int bm = 0, bn = 0, stages = 0, cluster = 1;
+    const int fields = std::sscanf(text, "sm90:%dx%dx%dx%d", &bm, &bn, &stages, &cluster);
+    if (fields < 3 || (bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 != 0 || stages < 2 || stages > 8 ||
+        (cluster != 1 && cluster != 2))
         fail(JITMM_STATUS_INVALID_VALUE,
-             std::string("JITMM_CUDA_TILE: expected sm90:BMxBNxSTAGES (BM 64 or 128, BN 16..256), got \"") + text +
-                 "\"");
+             std::string("JITMM_CUDA_TILE: expected sm90:BMxBNxSTAGES[xCLUSTER] (BM 64 or 128, BN 16..256, "
+                         "cluster 1 or 2), got \"") + text + "\"");
     plan.bm = bm;
     plan.consumers = bm / 64;
     plan.bn = bn;
     plan.stages = stages;
+    plan.cluster_m = cluster;
+    if (cluster == 2 && !b_splits(plan))
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: ") + text + ": B tile cannot be split in two");
     if (plan.smem_bytes() > target.smem_per_block_optin)
         fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: ") + text + " needs " +
                                              std::to_string(plan.smem_bytes()) + " bytes of shared memory");
@@ -86,15 +94,15 @@ constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 128, 0.88}, {1, 256, 0.8
 
 std::string Sm90GemmPlan::describe() const {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d ctas=%d group_m=%d a=%s b=%s%s", bm,
-                  bn, bk, consumers, stages, ctas, group_m, a_k_major ? "k-major" : "m-major",
+    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 ctas=%d group_m=%d a=%s b=%s%s",
+                  bm, bn, bk, consumers, stages, cluster_m, ctas, group_m, a_k_major ? "k-major" : "m-major",
                   b_k_major ? "k-major" : "n-major", c_pairs ? "" : " c=single");
     return buf;
 }
 
 void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
-    w.i64('n', ctas).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs);
+    w.i64('n', ctas).i64('l', cluster_m).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs);
 }
 
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not) {
@@ -158,10 +166,14 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target) {
         if (deeper.smem_bytes() > target.smem_per_block_optin) break;
         plan.stages = deeper.stages;
     }
+    // CTA pairs share B (each loads half and multicasts it) when there are enough tile rows to pair up and
+    // enough tiles to keep every SM busy: it halves B's traffic from L2, which big shapes are bound by.
+    const int64_t tiles_m = ceil_div(p.m, plan.bm), tiles_n = ceil_div(p.n, plan.bn);
+    plan.cluster_m = tiles_m >= 2 && tiles_m * tiles_n * p.batch >= 2 * target.sm_count && b_splits(plan) ? 2 : 1;
     apply_override(plan, target);
 
-    const int64_t tiles = ceil_div(p.m, plan.bm) * ceil_div(p.n, plan.bn) * p.batch;
-    plan.ctas = static_cast<int>(std::min<int64_t>(tiles, target.sm_count));
+    const int64_t units = ceil_div(ceil_div(p.m, plan.bm), plan.cluster_m) * ceil_div(p.n, plan.bn) * p.batch;
+    plan.ctas = static_cast<int>(std::min<int64_t>(units, target.sm_count / plan.cluster_m) * plan.cluster_m);
     plan.group_m = 8;
     const int64_t ec = dtype_size(p.c_type);
     plan.c_pairs = p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && ec <= 4;

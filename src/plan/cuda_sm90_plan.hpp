@@ -17,7 +17,8 @@ struct Sm90GemmPlan {
     int bk = 64;                // K per stage, in elements: always 128 bytes (one 128-byte swizzle row)
     int stages = 4;             // shared-memory pipeline depth (TMA producer runs this far ahead)
     int group_m = 8;            // tile raster: group_m tile rows walked together (L2 reuse)
-    int ctas = 132;             // persistent grid: CTAs that loop over the tiles
+    int cluster_m = 1;          // 2: CTA pairs on vertically adjacent tiles share B (each loads half, multicast)
+    int ctas = 132;             // persistent grid: CTAs that loop over the tiles (a multiple of cluster_m)
     bool a_k_major = true;      // A stored with K contiguous (not transposed)
     bool b_k_major = false;     // B stored with K contiguous (transposed, a Linear layer's weight)
     bool c_pairs = true;        // two adjacent C elements per store (ldc and N even)

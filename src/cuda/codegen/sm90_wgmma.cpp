@@ -63,6 +63,20 @@ __device__ __forceinline__ void tma_load(u32 dst, const TmaMap* map, u32 bar, in
   asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
                :: "r"(dst), "l"((u64)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }
+// The same box into this shared-memory offset of every CTA in ctas (a cluster mask), each CTA's own barrier
+// at bar's offset counting the bytes.
+__device__ __forceinline__ void tma_load_multicast(u32 dst, const TmaMap* map, u32 bar, int c0, int c1, int c2, u16 ctas) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;\n"
+               :: "r"(dst), "l"((u64)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(ctas) : "memory");
+}
+// Arrival on the barrier at the same offset in CTA `cta` of the cluster (this CTA included).
+__device__ __forceinline__ void mbar_arrive_in(u32 bar, u32 cta) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n"
+               :: "r"(bar), "r"(cta) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
 __device__ __forceinline__ void tma_prefetch_map(const TmaMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"((u64)map) : "memory");
 }
@@ -110,7 +124,10 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
     const int kstep = static_cast<int>(32 / e);  // K per wgmma: 32 bytes of each operand row
     const int64_t tiles_m = ceil_div(p.m, plan.bm), tiles_n = ceil_div(p.n, plan.bn);
-    const bool tail_m = p.m % plan.bm != 0, tail_n = p.n % plan.bn != 0;
+    const int cluster = plan.cluster_m;
+    const int64_t units_m = ceil_div(tiles_m, cluster);
+    // Rows past M: a partial last tile, or the second tile of a CTA pair whose first tile is the last one.
+    const bool tail_m = p.m % plan.bm != 0 || tiles_m % cluster != 0, tail_n = p.n % plan.bn != 0;
     const bool fp8 = p.a_type == JITMM_DTYPE_F8_E4M3 || p.a_type == JITMM_DTYPE_F8_E5M2;
 
     GeneratedKernel out;
@@ -127,8 +144,11 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     os << "constexpr int BM = " << plan.bm << ", BN = " << plan.bn << ", BK = " << plan.bk << ", KSTEP = " << kstep
        << ", STAGES = " << plan.stages << ", CONSUMERS = " << plan.consumers << ";\n";
     os << "constexpr int NACC = BN / 2;  // accumulators per consumer thread (64 x BN over a warpgroup)\n";
-    os << "constexpr int TILES_M = " << tiles_m << ", TILES_N = " << tiles_n << ", TILES = " << tiles_m * tiles_n * p.batch
-       << ", KT = " << ceil_div(p.k, plan.bk) << ", GROUP_M = " << plan.group_m << ";\n";
+    os << "constexpr int TILES_M = " << tiles_m << ", TILES_N = " << tiles_n << ", KT = " << ceil_div(p.k, plan.bk)
+       << ";\n";
+    os << "// work units: CLUSTER vertically adjacent tiles (one per CTA of a cluster), walked in groups of GROUP_U rows\n";
+    os << "constexpr int CLUSTER = " << cluster << ", UNITS_M = " << units_m << ", UNITS = " << units_m * tiles_n * p.batch
+       << ", GROUP_U = " << std::max(1, plan.group_m / cluster) << ";\n";
     os << "constexpr u32 A_STAGE = BM * 128, B_STAGE = BN * 128, STAGE_BYTES = A_STAGE + B_STAGE;  // 128 bytes of K per row\n";
     emit_wgmma(os, p, plan, kstep);
     emit_epilogue_helpers(os, p);
@@ -144,15 +164,23 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     if (plan.b_k_major) os << "  return smem_desc(sb + ks * 32, 16, 1024);\n}\n";
     else os << "  return smem_desc(sb + ks * KSTEP * 128, BK * 128, 1024);\n}\n";
 
+    // A consumer warp frees a stage in its own CTA, and with a pair also in the peer (whose producer writes
+    // half of this CTA's B tile).
+    if (cluster == 1) {
+        os << "__device__ __forceinline__ void release(u32 bar) { mbar_arrive(bar); }\n";
+    } else {
+        os << "__device__ __forceinline__ void release(u32 bar) {\n#pragma unroll\n  for (u32 c = 0; c < CLUSTER; ++c) mbar_arrive_in(bar, c);\n}\n";
+    }
+
     // Tile order: groups of GROUP_M tile rows, column by column inside a group (neighbours share L2 lines).
     os << R"(
-// ---- persistent tile order
-__device__ __forceinline__ void tile_coords(int t, int& m0, int& n0, int& batch) {
-  batch = t / (TILES_M * TILES_N);
-  const int r = t % (TILES_M * TILES_N), per_group = GROUP_M * TILES_N;
-  const int first_m = r / per_group * GROUP_M;
-  const int group_rows = TILES_M - first_m < GROUP_M ? TILES_M - first_m : GROUP_M;
-  m0 = (first_m + r % per_group % group_rows) * BM;
+// ---- persistent tile order: unit u of this CTA's cluster, rank = this CTA's place in it
+__device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, int& batch) {
+  batch = u / (UNITS_M * TILES_N);
+  const int r = u % (UNITS_M * TILES_N), per_group = GROUP_U * TILES_N;
+  const int first = r / per_group * GROUP_U;
+  const int group_rows = UNITS_M - first < GROUP_U ? UNITS_M - first : GROUP_U;
+  m0 = ((first + r % per_group % group_rows) * CLUSTER + rank) * BM;
   n0 = r % per_group / group_rows * BN;
 }
 )";
@@ -161,7 +189,9 @@ __device__ __forceinline__ void tile_coords(int t, int& m0, int& n0, int& batch)
     const int consumer_regs = plan.consumers == 2 ? 232 : 240;
     os << "\n// ---- the kernel: warpgroup 0 produces (one thread issues TMA), warpgroups 1.." << plan.consumers
        << " consume\n";
-    os << "extern \"C\" __global__ void __launch_bounds__(" << plan.threads() << ", 1) " << out.name
+    os << "extern \"C\" __global__ void ";
+    if (cluster > 1) os << "__cluster_dims__(" << cluster << ", 1, 1) ";
+    os << "__launch_bounds__(" << plan.threads() << ", 1) " << out.name
        << "(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, void* __restrict__ c_ptr, "
           "const void* __restrict__ bias_ptr, const float* __restrict__ a_scales, const float* __restrict__ b_scales) {\n";
     os << R"(  extern __shared__ unsigned char smem_raw[];
@@ -169,42 +199,55 @@ __device__ __forceinline__ void tile_coords(int t, int& m0, int& n0, int& batch)
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + 8 * STAGES;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int rank = blockIdx.x % CLUSTER, first_unit = blockIdx.x / CLUSTER, unit_step = gridDim.x / CLUSTER;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full_bar + 8 * s, 1);                   // the producer's expect_tx arrival (+ the bytes)
-      mbar_init(empty_bar + 8 * s, CONSUMERS * 4);      // one arrival per consumer warp
+      mbar_init(full_bar + 8 * s, 1);                          // the producer's expect_tx arrival (+ the bytes)
+      mbar_init(empty_bar + 8 * s, CONSUMERS * 4 * CLUSTER);   // every consumer warp of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
-
+)";
+    os << (cluster > 1 ? "  cluster_sync();  // the peer's barriers are initialised before anyone signals them\n"
+                       : "  __syncthreads();\n");
+    os << R"(
   if (wg == 0) {
     // ---- producer: give registers to the consumers; one thread walks the tiles and fills the stages
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (tid != 0) return;
+    if (tid == 0) {
     tma_prefetch_map(&tma_a);
     tma_prefetch_map(&tma_b);
     int s = 0;
     u32 phase = 0;
-    for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+    for (int u = first_unit; u < UNITS; u += unit_step) {
       int m0, n0, batch;
-      tile_coords(t, m0, n0, batch);
+      tile_coords(u, rank, m0, n0, batch);
       for (int kb = 0; kb < KT; ++kb) {
-        mbar_wait(empty_bar + 8 * s, phase ^ 1u);       // the consumers released this stage
+        mbar_wait(empty_bar + 8 * s, phase ^ 1u);       // the consumers (of both CTAs of a pair) released it
         const u32 bar = full_bar + 8 * s, sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
         mbar_expect_tx(bar, STAGE_BYTES);               // out-of-bounds parts are zero-filled and still counted
 )";
     if (plan.a_k_major) os << "        tma_load(sa, &tma_a, bar, kb * BK, m0, batch);\n";
     else
         os << "#pragma unroll\n        for (int j = 0; j < BM / 64; ++j) tma_load(sa + j * BK * 128, &tma_a, bar, m0 + 64 * j, kb * BK, batch);\n";
-    if (plan.b_k_major) os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, batch);\n";
-    else
-        os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j) tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, batch);\n";
+    if (cluster == 1) {
+        if (plan.b_k_major) os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, batch);\n";
+        else
+            os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j) tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, batch);\n";
+    } else {
+        // This CTA's share of B, written into both CTAs of the pair.
+        os << "        // B: this CTA loads its half and multicasts it to the pair\n";
+        if (plan.b_k_major)
+            os << "        tma_load_multicast(sb + rank * (BN / 2) * 128, &tma_b, bar, kb * BK, n0 + rank * (BN / 2), batch, 3);\n";
+        else
+            os << "#pragma unroll\n        for (int j = rank * (BN / 128); j < (rank + 1) * (BN / 128); ++j)\n"
+                  "          tma_load_multicast(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, batch, 3);\n";
+    }
     os << R"(        if (++s == STAGES) { s = 0; phase ^= 1u; }
       }
     }
-    return;
-  }
+    }
+  } else {
 
   // ---- consumers: warpgroup wg - 1 owns rows (wg - 1) * 64 .. + 63 of each tile
 )";
@@ -216,9 +259,9 @@ __device__ __forceinline__ void tile_coords(int t, int& m0, int& n0, int& batch)
   int s = 0;
   u32 phase = 0;
   Acc acc[NACC];
-  for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+  for (int u = first_unit; u < UNITS; u += unit_step) {
     int m0, n0, batch;
-    tile_coords(t, m0, n0, batch);
+    tile_coords(u, rank, m0, n0, batch);
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0;
     acc_fence(acc);
@@ -232,13 +275,13 @@ __device__ __forceinline__ void tile_coords(int t, int& m0, int& n0, int& batch)
       for (int ks = 0; ks < BK / KSTEP; ++ks) wgmma(acc, a_desc(sa, consumer, ks), b_desc(sb, ks));
       wg_commit();
       wg_wait<1>();
-      if (prev >= 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
+      if (prev >= 0 && lane == 0) release(empty_bar + 8 * prev);
       prev = s;
       if (++s == STAGES) { s = 0; phase ^= 1u; }
     }
     wg_wait<0>();
     acc_fence(acc);
-    if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+    if (lane == 0) release(empty_bar + 8 * prev);
 
     // epilogue: thread owns rows r and r + 8 and columns 2q, 2q + 1 of each 8-column slice
     char* C = C0 + (i64)batch * STRIDE_C;
@@ -274,7 +317,9 @@ __device__ __forceinline__ void tile_coords(int t, int& m0, int& n0, int& batch)
         os << "        c_store(c, finish(v0, c, row, col, bias));\n";
         os << "        " << (tail_n ? "if (col + 1 < N) " : "") << "c_store(c + EC, finish(v1, c + EC, row, col + 1, bias));\n";
     }
-    os << "      }\n    }\n  }\n}\n";
+    os << "      }\n    }\n  }\n  }\n";
+    if (cluster > 1) os << "  cluster_sync();  // no CTA leaves while its peer may still signal its barriers\n";
+    os << "}\n";
 
     out.source = os.str();
     out.grid[0] = plan.ctas;
