@@ -68,8 +68,14 @@ void reset_c(const HostProblem& problem, const jitmm_matmul_desc& d, const HostB
 }
 
 CheckResult check_output(const jitmm_matmul_desc& d, const HostProblem& problem, const HostBuffer& c0) {
-    const CheckInputs in{&d, problem.a_ptr(0), problem.b_ptr(0), c0.data(), problem.c_buf.data(),
-                         problem.bias_buf.data()};
+    const CheckInputs in{&d,
+                         problem.a_ptr(0),
+                         problem.b_ptr(0),
+                         c0.data(),
+                         problem.c_buf.data(),
+                         problem.bias_buf.data(),
+                         problem.a_scales(),
+                         problem.b_scales()};
     return check_against_reference(in);
 }
 
@@ -87,18 +93,29 @@ PeerResult measure_peer(const std::string& name, PeerSet* peers, const PeerShape
     const jitmm_matmul_desc& d = *shape.desc;
     const HostProblem& problem = *shape.inputs;
     std::vector<std::string> paths;
+    std::string why;
     try {
-        paths = peer->paths(shape, &pr.note);
+        paths = peer->paths(shape, &why);
     } catch (const std::exception& e) {
-        pr.note = e.what();
+        paths.clear();
+        why = e.what();
     }
+    // No path at all: "n/a: <why>". Some paths: why names the ones left out ("<path> n/a: <reason>").
+    if (!why.empty()) pr.note = paths.empty() ? "n/a: " + why : why;
     for (const std::string& path : paths) {
         PeerPathResult pp;
         pp.path = path;
         try {
             // C is set for the check before prepare(), so that a device peer uploads the C the check expects.
             if (options.check) reset_c(problem, d, c0);
-            peer->prepare(shape, path);
+            try {
+                peer->prepare(shape, path);
+            } catch (const Error& e) {
+                if (e.status() != JITMM_STATUS_UNSUPPORTED) throw;
+                // The library cannot run this path for the shape: n/a, said in the note, not a failure.
+                pr.note += std::string(pr.note.empty() ? "" : "; ") + path + " n/a: " + e.what();
+                continue;
+            }
             pp.remark = peer->remark();
             if (options.check) {
                 peer->run(0);
@@ -107,12 +124,15 @@ PeerResult measure_peer(const std::string& name, PeerSet* peers, const PeerShape
                 pp.check = check_output(d, problem, c0);
                 pp.checked = true;
             }
-            int64_t run_index = 0;
-            const Timing t = time_runs(options.timing, [&] {
-                peer->run(run_index++ % problem.copies);
-                peer->finish();
-                return true;
-            });
+            Timing t;
+            if (!peer->time_on_device(options.timing, &t)) {
+                int64_t run_index = 0;
+                t = time_runs(options.timing, [&] {
+                    peer->run(run_index++ % problem.copies);
+                    peer->finish();
+                    return true;
+                });
+            }
             pp.runs = t.runs;
             pp.median_us = t.median_s * 1e6;
             pp.gflops = t.median_s > 0 ? flops(d) / t.median_s * 1e-9 : NAN;

@@ -52,28 +52,81 @@ private:
     CUdeviceptr ptr_ = 0;
 };
 
-int ordinal_of(const std::string& device) {
+}  // namespace
+
+int cuda_ordinal(const std::string& device) {
     const size_t colon = device.find(':');
     return colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
 }
 
-}  // namespace
+int64_t device_rotation_copies(const HostProblem& problem, const std::string& device) {
+    const int ordinal = cuda_ordinal(device);
+    const hw::GpuProbe& gpus = hw::gpu_probe();
+    const int64_t l2 = ordinal >= 0 && ordinal < static_cast<int>(gpus.devices.size()) ? gpus.devices[ordinal].l2_bytes : 0;
+    const int64_t ab = static_cast<int64_t>(problem.a_pitch + problem.b_pitch);
+    return std::clamp<int64_t>((2 * std::max<int64_t>(l2, 1) + ab - 1) / std::max<int64_t>(ab, 1), 1, 16);
+}
+
+Timing time_on_stream(CUstream stream, const TimingPolicy& policy, const std::function<void(int64_t)>& run) {
+    const cuda::DriverApi& drv = cuda::driver_or_throw();
+    for (int i = 0; i < 3; ++i) run(i);
+    cuda::check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    constexpr int kBatch = 20;
+    std::vector<CUevent> events(2 * kBatch);
+    for (CUevent& e : events) cuda::check(drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    struct EventsGuard {
+        const cuda::DriverApi& drv;
+        std::vector<CUevent>& events;
+        ~EventsGuard() {
+            for (CUevent e : events)
+                if (e) drv.cuEventDestroy(e);
+        }
+    } events_guard{drv, events};
+    std::vector<double> samples;
+    double total_s = 0;
+    int64_t index = 3;
+    while ((static_cast<int>(samples.size()) < std::max(policy.repeats, kBatch) || total_s < policy.min_time_s) &&
+           samples.size() < 20000) {
+        for (int i = 0; i < kBatch; ++i) {
+            cuda::check(drv.cuEventRecord(events[2 * i], stream), "cuEventRecord");
+            run(index++);
+            cuda::check(drv.cuEventRecord(events[2 * i + 1], stream), "cuEventRecord");
+        }
+        cuda::check(drv.cuEventSynchronize(events.back()), "cuEventSynchronize");
+        for (int i = 0; i < kBatch; ++i) {
+            float ms = 0;
+            cuda::check(drv.cuEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "cuEventElapsedTime");
+            samples.push_back(ms * 1e-3);
+            total_s += ms * 1e-3;
+        }
+    }
+    std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+    Timing t;
+    t.median_s = samples[samples.size() / 2];
+    t.runs = static_cast<int64_t>(samples.size());
+    t.ok = true;
+    return t;
+}
 
 void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostProblem& problem, const HostBuffer& c0,
                      const std::function<CheckResult()>& check_host_c, ShapeResult* r) {
     const jitmm_matmul_desc& d = r->desc;
     try {
         const cuda::DriverApi& drv = cuda::driver_or_throw();
-        const int ordinal = ordinal_of(r->device);
+        const int ordinal = cuda_ordinal(r->device);
         ContextScope context(drv, ordinal);
 
         // Enough copies of A and B that one pass over them exceeds twice the L2.
-        const hw::GpuProbe& gpus = hw::gpu_probe();
-        const int64_t l2 = ordinal < static_cast<int>(gpus.devices.size()) ? gpus.devices[ordinal].l2_bytes : 0;
-        const size_t ab = problem.a_pitch + problem.b_pitch;
-        const int64_t copies = std::clamp<int64_t>((2 * std::max<int64_t>(l2, 1) + ab - 1) / std::max<size_t>(ab, 1), 1, 16);
+        const int64_t copies = device_rotation_copies(problem, r->device);
         DeviceBuffer a(drv, problem.a_pitch * copies), b(drv, problem.b_pitch * copies);
         DeviceBuffer c(drv, problem.c_buf.bytes()), bias(drv, problem.bias_buf.bytes());
+        DeviceBuffer a_scales(drv, problem.a_scales_buf.bytes()), b_scales(drv, problem.b_scales_buf.bytes());
+        if (problem.a_scales_buf.bytes() > 0)
+            cuda::check(drv.cuMemcpyHtoD(a_scales.get(), problem.a_scales_buf.data(), problem.a_scales_buf.bytes()),
+                        "cuMemcpyHtoD(a_scales)");
+        if (problem.b_scales_buf.bytes() > 0)
+            cuda::check(drv.cuMemcpyHtoD(b_scales.get(), problem.b_scales_buf.data(), problem.b_scales_buf.bytes()),
+                        "cuMemcpyHtoD(b_scales)");
         for (int64_t i = 0; i < copies; ++i) {
             cuda::check(drv.cuMemcpyHtoD(a.get() + problem.a_pitch * i, problem.a_ptr(i % problem.copies), problem.a_pitch), "cuMemcpyHtoD(A)");
             cuda::check(drv.cuMemcpyHtoD(b.get() + problem.b_pitch * i, problem.b_ptr(i % problem.copies), problem.b_pitch), "cuMemcpyHtoD(B)");
@@ -95,6 +148,8 @@ void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostPro
             args.b = b.at(problem.b_pitch * static_cast<size_t>(copy));
             args.c = c.at(0);
             args.bias = problem.bias_buf.bytes() > 0 ? bias.at(0) : nullptr;
+            args.a_scales = problem.a_scales_buf.bytes() > 0 ? static_cast<const float*>(a_scales.at(0)) : nullptr;
+            args.b_scales = problem.b_scales_buf.bytes() > 0 ? static_cast<const float*>(b_scales.at(0)) : nullptr;
             args.stream = stream;
             return args;
         };
@@ -117,33 +172,9 @@ void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostPro
         }
 
         // Warm up, then batches of event-timed runs until the policy is met; the median of all samples.
-        for (int i = 0; i < 3; ++i) run(i % copies);
-        cuda::check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize");
-        constexpr int kBatch = 20;
-        std::vector<CUevent> events(2 * kBatch);
-        for (CUevent& e : events) cuda::check(drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-        std::vector<double> samples;
-        double total_s = 0;
-        int64_t index = 0;
-        while ((static_cast<int>(samples.size()) < std::max(options.timing.repeats, kBatch) ||
-                total_s < options.timing.min_time_s) && samples.size() < 20000) {
-            for (int i = 0; i < kBatch; ++i) {
-                drv.cuEventRecord(events[2 * i], stream);
-                run(index++ % copies);
-                drv.cuEventRecord(events[2 * i + 1], stream);
-            }
-            cuda::check(drv.cuEventSynchronize(events.back()), "cuEventSynchronize");
-            for (int i = 0; i < kBatch; ++i) {
-                float ms = 0;
-                cuda::check(drv.cuEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "cuEventElapsedTime");
-                samples.push_back(ms * 1e-3);
-                total_s += ms * 1e-3;
-            }
-        }
-        for (CUevent e : events) drv.cuEventDestroy(e);
-        std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-        const double median_s = samples[samples.size() / 2];
-        r->runs = static_cast<int64_t>(samples.size());
+        const Timing t = time_on_stream(stream, options.timing, [&](int64_t i) { run(i % copies); });
+        const double median_s = t.median_s;
+        r->runs = t.runs;
         r->copies = copies;
         r->median_us = median_s * 1e6;
         r->gflops = median_s > 0 ? 2.0 * d.m * d.n * d.k * d.batch_count / median_s * 1e-9 : NAN;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "problem.hpp"
+#include "timing.hpp"
 
 #include <jitmm/jitmm.h>
 
@@ -30,17 +31,27 @@ class Peer {
 public:
     virtual ~Peer() = default;
     // The ways this peer can compute the shape (oneDNN: "matmul" and "sgemm"). The bench times each with the
-    // same method and reports the fastest, naming it. Empty, with *why set, when the peer cannot run the
-    // shape at all (the table shows "n/a").
+    // same method and reports the fastest, naming it (each path's time is in the JSON and under the table
+    // row). Empty, with *why set, when the peer cannot run the shape at all (the table shows "n/a"); with
+    // paths, *why may name the ones left out, as "<path> n/a: <reason>".
     virtual std::vector<std::string> paths(const PeerShape& shape, std::string* why) = 0;
     // Sets up `path` for the shape outside the timed loop: thread count, primitive creation, JIT dispatch,
-    // uploads. Throws jitmm::Error when it cannot. With --check, inputs->c_buf already holds the C the check
+    // uploads. Throws jitmm::Error when it cannot; with JITMM_STATUS_UNSUPPORTED the path is reported n/a
+    // with the message (the library has no way to run it, e.g. no algorithm for this layout), not failed. With --check, inputs->c_buf already holds the C the check
     // starts from (its initial values, or poison when beta == 0): a device peer uploads it here.
     virtual void prepare(const PeerShape& shape, const std::string& path) = 0;
     // One call on copy `copy` of A and B (0 <= copy < inputs->copies), writing C. Timed.
     virtual void run(int64_t copy) = 0;
     // Waits for what run() started (a GPU peer syncs its stream); timed with each run. Host peers: nothing.
     virtual void finish() {}
+    // A device peer times itself as jitmm's device runs are timed (time_on_stream in measure_cuda.hpp: CUDA
+    // events around each run on its stream, rotating its device copies): returns true with *t filled.
+    // false (the default): the bench times run() + finish() on the host clock.
+    virtual bool time_on_device(const TimingPolicy& policy, Timing* t) {
+        (void)policy;
+        (void)t;
+        return false;
+    }
     // After run() + finish() for --check: leaves the result in inputs->c_buf (a GPU peer downloads it).
     virtual void fetch_result() {}
     // How the prepared path differs from a fused call, for the reader ("" when it does not): e.g. an

@@ -189,9 +189,35 @@ void fill_random(jitmm_dtype t, void* data, int64_t count, Random& rng) {
                 break;
             case JITMM_DTYPE_S32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(std::lround(u * 64)); break;
             case JITMM_DTYPE_F8_E4M3:
-            case JITMM_DTYPE_F8_E5M2: static_cast<uint8_t*>(data)[i] = fp8_encoder(t).encode(u); break;
+            case JITMM_DTYPE_F8_E5M2:  // j/4, |j| <= 8: exact in both formats, so encode() does not round
+                static_cast<uint8_t*>(data)[i] = fp8_encoder(t).encode(static_cast<double>(std::lround(u * 8)) / 4);
+                break;
         }
     }
+}
+
+void fill_scales(float* data, int64_t count, Random& rng) {
+    for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>(1 + rng.next() % 12) / 4.0f;
+}
+
+int64_t scale_count(jitmm_scale_mode mode, int64_t m, int64_t n) {
+    switch (mode) {
+        case JITMM_SCALE_NONE: return 0;
+        case JITMM_SCALE_PER_TENSOR: return 1;
+        case JITMM_SCALE_PER_ROW: return m;
+        case JITMM_SCALE_PER_COLUMN: return n;
+    }
+    return 0;
+}
+
+const char* scale_mode_str(jitmm_scale_mode mode) {
+    switch (mode) {
+        case JITMM_SCALE_NONE: return "none";
+        case JITMM_SCALE_PER_TENSOR: return "tensor";
+        case JITMM_SCALE_PER_ROW: return "row";
+        case JITMM_SCALE_PER_COLUMN: return "column";
+    }
+    return "?";
 }
 
 // What beta == 0 must never read: NaN for float types, a garbage pattern for integers.
@@ -282,6 +308,12 @@ ErrorSums reference_rows(const CheckInputs& in, int64_t batch, int64_t row_begin
     std::vector<double> acc(static_cast<size_t>(kRows * kPanel)), crow(kPanel), c0row(kPanel), bias(kPanel);
     ErrorSums sums;
     const bool has_bias = epilogue_has_bias(d.epilogue);
+    // sa(i) * sb(j); 1 without scales. Per-row A scales index rows of C, per-column B scales its columns
+    // (a per-row mode on B or per-column on A is rejected by the library, so only these are read).
+    auto scale_of = [](jitmm_scale_mode mode, const float* s, int64_t index) {
+        if (mode == JITMM_SCALE_NONE || s == nullptr) return 1.0;
+        return static_cast<double>(mode == JITMM_SCALE_PER_TENSOR ? s[0] : s[index]);
+    };
     for (int64_t j0 = 0; j0 < d.n; j0 += kPanel) {
         const int64_t nb = std::min(kPanel, d.n - j0);
         for (int64_t p = 0; p < k; ++p) {  // op(B)(p, j) for j in [j0, j0+nb)
@@ -318,8 +350,10 @@ ErrorSums reference_rows(const CheckInputs& in, int64_t batch, int64_t row_begin
                     else
                         decode(d.bias_type, in.bias, j0, 1, nb, bias.data());
                 }
+                const double sa = scale_of(d.a_scale_mode, in.a_scales, i);
                 for (int64_t j = 0; j < nb; ++j) {
-                    double v = static_cast<double>(d.alpha) * acc[r * kPanel + j];
+                    const double sb = scale_of(d.b_scale_mode, in.b_scales, j0 + j);
+                    double v = static_cast<double>(d.alpha) * sa * sb * acc[r * kPanel + j];
                     if (d.beta != 0.0f) v += static_cast<double>(d.beta) * c0row[j];
                     if (has_bias) v += bias[j];
                     v = activate(d.epilogue, v);

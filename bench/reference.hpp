@@ -36,8 +36,15 @@ private:
     uint64_t state_;
 };
 
-// Floats uniform in [-1,1]; integers in [-64,64] (u8: [0,128]) so s8 x u8 sums stay far from s32 limits.
+// Floats uniform in [-1,1]; integers in [-64,64] (u8: [0,128]) so s8 x u8 sums stay far from s32 limits;
+// fp8 j/4 with |j| <= 8 (exact in e4m3 and e5m2, like the CUDA tests' inputs).
 void fill_random(jitmm_dtype t, void* data, int64_t count, Random& rng);
+// Dequantization scales: k/4 with k in 1..12 (positive, exact in f32).
+void fill_scales(float* data, int64_t count, Random& rng);
+// How many f32 values a scale mode needs: 0 (none), 1 (per tensor), m (per row), n (per column).
+int64_t scale_count(jitmm_scale_mode mode, int64_t m, int64_t n);
+// "none", "tensor", "row", "column" (the --a-scale/--b-scale spellings); "?" for anything else.
+const char* scale_mode_str(jitmm_scale_mode mode);
 // What beta == 0 must never read: NaN for float types, a garbage pattern for integers.
 void fill_poison(jitmm_dtype t, void* data, int64_t count);
 
@@ -61,7 +68,7 @@ bool epilogue_has_bias(jitmm_epilogue e);
 // The activation part of an epilogue (identity for none and bias), in float64.
 double activate(jitmm_epilogue e, double x);
 
-// ---- The check: C = act(alpha * op(A) op(B) + beta * C0 + bias), compared as it is computed.
+// ---- The check: C = act(alpha * sa[i] * sb[j] * op(A) op(B) + beta * C0 + bias), compared as it is computed.
 struct CheckInputs {
     const jitmm_matmul_desc* desc;
     const void* a;
@@ -69,6 +76,8 @@ struct CheckInputs {
     const void* c0;    // C before the run (read only when beta != 0)
     const void* c;     // C after the run
     const void* bias;  // nullptr without a bias epilogue
+    const float* a_scales = nullptr;  // host copies of the scales desc->a_scale_mode / b_scale_mode ask for
+    const float* b_scales = nullptr;
 };
 
 struct CheckResult {

@@ -49,6 +49,9 @@ std::string op_summary(const jitmm_matmul_desc& d) {
         s += ' ' + epilogue_str(d.epilogue);
         if (epilogue_has_bias(d.epilogue) && d.bias_layout == JITMM_BIAS_PER_ROW) s += "(row)";
     }
+    if (d.a_scale_mode != JITMM_SCALE_NONE || d.b_scale_mode != JITMM_SCALE_NONE) {
+        s += std::string(" scale=") + scale_mode_str(d.a_scale_mode) + "/" + scale_mode_str(d.b_scale_mode);
+    }
     if (d.alpha != 1.0f) s += " a=" + float_str(d.alpha);
     if (d.beta != 0.0f) s += " b=" + float_str(d.beta);
     if (d.lda || d.ldb || d.ldc) {
@@ -164,7 +167,7 @@ void TextTable::row(const ShapeResult& r) {
             if (!p.note.empty()) {
                 // A peer that is not built is said once above the header.
                 const PeerInfo* info = find_peer(p.name);
-                if (!(info && info->create == nullptr)) note(title, "n/a: " + p.note, label);
+                if (!(info && info->create == nullptr)) note(title, p.note, label);
             }
             for (const PeerPathResult& pp : p.paths) {
                 const std::string who = std::string(title) + " " + pp.path;
@@ -176,6 +179,16 @@ void TextTable::row(const ShapeResult& r) {
                 if (!pp.remark.empty() && p.best_path() == &pp) note(title, pp.remark, label);
             }
             if (p.paths.size() > 1 && p.best_path()) note(title, "fastest path: " + p.best_path()->path, label);
+            if (p.paths.size() > 1) {
+                // Every path's own time under the row; "*" marks the one in the columns.
+                std::string line = std::string(title) + " paths:";
+                for (const PeerPathResult& pp : p.paths) {
+                    line += "  " + pp.path + (p.best_path() == &pp ? "*" : "") + " ";
+                    line += pp.error.empty() ? format("%.2f us", pp.median_us) + " " + format("%.1f GFLOP/s", pp.gflops)
+                                             : std::string("error");
+                }
+                below.push_back(line);
+            }
         }
     }
     print(cells);
@@ -275,6 +288,8 @@ std::string json_object(const ShapeResult& r) {
         {"epilogue", json_string(epilogue_str(d.epilogue))},
         {"bias_type", json_string(dtype_str(d.bias_type))},
         {"bias_layout", json_string(d.bias_layout == JITMM_BIAS_PER_ROW ? "row" : "column")},
+        {"a_scale", json_string(scale_mode_str(d.a_scale_mode))},
+        {"b_scale", json_string(scale_mode_str(d.b_scale_mode))},
         {"device", json_string(r.device)},
     };
     if (!std::isnan(r.jit_us)) {
