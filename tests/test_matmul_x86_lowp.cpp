@@ -632,6 +632,79 @@ TEST_CASE("x86 lowp AMX: few rows times B stored N x K swap the tile roles (B re
     }
 }
 
+TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by its stride", "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(4096);
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
+    const jitmm_dtype int_outs[] = {JITMM_DTYPE_S32, JITMM_DTYPE_F32, JITMM_DTYPE_BF16};
+    const jitmm_dtype half_outs[] = {JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    for (int threads : {1, 2, 4}) {
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (const auto& in : ins) {
+            const bool int8 = is_int8(in[0]);
+            const int64_t esz = int8 ? 1 : 2;
+            // K in bytes: one 4 KB block exactly, a block and a tail, three blocks and a partial 64-byte step
+            // (A packed), short rows read in place (256 and 512 bytes; 320 is an odd number of lines).
+            for (int64_t k_bytes : {4096, 4096 + 128, 3 * 4096 + 64 + 2 * 4, 256, 320, 512, 2048}) {
+                Case c;
+                c.a = in[0];
+                c.b = in[1];
+                c.c = int8 ? int_outs[it % 3] : half_outs[it % 3];
+                c.k = k_bytes / esz;
+                c.m = std::vector<int64_t>{1, 7, 33, 64, 100, 1023 % 97, 40}[it % 7];
+                c.n = std::vector<int64_t>{33, 64, 97, 1, 130}[it % 5];
+                c.tb = it % 2 == 1;
+                c.ta = it % 7 == 4;
+                c.lda_pad = (it % 3 == 1) ? 64 / esz : 0;
+                c.ldc_pad = (it % 4 == 2) ? 5 : 0;
+                c.batch = (it % 5 == 3) ? 2 : 1;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.beta = (it % 3 == 2) ? 0.5f : 0.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+    // Row and column tails over three K blocks with the strip between them.
+    EngineGuard e{make_engine("amx", 2)};
+    for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_BF16}) {
+        Case c;
+        c.a = c.b = t;
+        c.c = t == JITMM_DTYPE_S8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+        c.m = 97;
+        c.n = 161;
+        c.k = t == JITMM_DTYPE_S8 ? 9000 : 4500;
+        check_case(e.e, c, rng);
+    }
+    // The recipes say so: 4 KB K blocks for long K, A in place when its stride spreads the tile over the L1
+    // sets, packed when a power-of-two stride would crowd them.
+    auto recipe_of = [&](int64_t m, int64_t n, int64_t k) {
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = m; d.n = n; d.k = k;
+        d.a_type = d.b_type = JITMM_DTYPE_BF16;
+        jitmm_kernel* kernel = nullptr;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        jitmm_kernel_get_info(kernel, &info);
+        std::string r = info.recipe;
+        jitmm_kernel_release(kernel);
+        return r;
+    };
+    CHECK(recipe_of(2048, 2048, 4096).find("kc=2048") != std::string::npos);
+    CHECK(recipe_of(256, 256, 256).find("directA") != std::string::npos);
+    CHECK(recipe_of(1024, 1024, 1024).find("packA") != std::string::npos);
+}
+
 TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_bf16) {
         WARN("SKIPPED: no AVX512-BF16 on this CPU");

@@ -22,6 +22,7 @@ std::string name(jitmm_dtype t) { return dtype_name_or_null(t); }
 // AMX: one k step is a 64-byte row of an A tile.
 constexpr int64_t kAmxStepBytes = 64;
 constexpr int kEpilogueTemps = 3;  // activation scratch; conversions and loads reuse it
+constexpr int64_t kAmxLongRowBytes = 4096;  // AMX K block for long K (bytes of an A row)
 
 struct TileShape {
     int mr, nv;
@@ -182,6 +183,19 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int num_threads) {
     return plan;
 }
 
+// The most lines of one A tile (rows of `row_lines` cache lines each, `stride_lines` apart) that share an L1
+// set: 64 sets of 64-byte lines (48 KB, 12 ways, and every Intel L1D since Sandy Bridge has 64 sets).
+int64_t a_tile_lines_per_l1_set(int64_t stride_lines, int64_t row_lines, int rows) {
+    constexpr int64_t kSets = 64;
+    int64_t count[kSets] = {};
+    for (int r = 0; r < rows; ++r)
+        for (int64_t l = 0; l < std::min(row_lines, kSets); ++l) ++count[(r * stride_lines + l) % kSets];
+    const int64_t wraps = row_lines > kSets ? (row_lines + kSets - 1) / kSets : 1;  // long rows cover each set more
+    return *std::max_element(count, count + kSets) * wraps;
+}
+// Lines of the A tile one set may hold while the B tiles stream through the other ways (of 12).
+constexpr int64_t kAmxATileWaysPerSet = 6;
+
 }  // namespace
 
 X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
@@ -215,6 +229,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
 
     int64_t kc_unit = 0;    // kc is a multiple of it
     int64_t kc_limit = 0;   // elements: the A tile (mr x kc) stays in L1 while the B panels stream past it
+    bool long_k = false;    // AMX: 4 KB K blocks, the B block gets half of L2
     if (amx) {
         L.mr = 32;
         L.nv = 2;
@@ -224,6 +239,16 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // hint, which keeps them from evicting A): 32 KB of A measured best on a 48 KB L1 (bf16 2.5 TFLOP/s
         // per call at kc 512, 2.0 at 1024 where A no longer fits).
         kc_limit = std::max<int64_t>(kc_unit, std::min<int64_t>(1024, l1 * 2 / 3 / L.mr) / esz);
+        // Long K: every 32 x 32 block pays a fixed drain when its tiles are stored (the last products finish,
+        // then the stores, then the next block's first loads: ~1000 cycles measured, a third of a 16-step
+        // block). Blocks of 4 KB rows (64 steps) halve the blocks and the strip round trips; the A tile then
+        // streams from L2 beside the B block, which tileloadd sustains (measured 2.3-2.6 TFLOP/s with both
+        // operands from L2). Measured bf16 1 thread: 2048^3 23.0 -> 20.1 ms, 2048x4096x4096 NT 96.8 -> 86.9 ms;
+        // 1024^3 (K = 2 KB) stays faster with the L1 block (the wider A repacks cost more than the drains).
+        if (p.k * esz >= kAmxLongRowBytes) {
+            kc_limit = kAmxLongRowBytes / esz;
+            long_k = true;
+        }
     } else {
         const TileShape t = choose_tile(p, L.step, L.isa >= hw::X86Isa::avx512);
         L.mr = t.mr;
@@ -242,7 +267,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const int64_t nr = plan.nr();
     // The packed B block (kc x nc) streams from L2 once per row tile: a quarter of L2 (measured: AMX calls
     // slow down 3x once the B block passes ~60% of a 2 MB L2 and spills to L3).
-    plan.nc = std::max<int64_t>(nr, (l2 / 4) / (kc_groups * 4) / nr * nr);
+    plan.nc = std::max<int64_t>(nr, (long_k ? l2 / 2 : l2 / 4) / (kc_groups * 4) / nr * nr);
     if (const char* forced = std::getenv("JITMM_X86_LOWP_NC"))  // tuning knobs, like JITMM_X86_LOWP_KC
         plan.nc = std::max<int64_t>(nr, std::atoll(forced) / nr * nr);
     plan.nc = std::min(plan.nc, round_up(p.n, nr));
@@ -260,10 +285,13 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const int64_t a_row_bytes = p.lda * dtype_size(p.a_type);
     plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || p.k % k_multiple != 0 ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
-    // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows an even number of cache
-    // lines apart (every power-of-two K) crowd into half the L1 sets or fewer and evict each other. Packing
-    // copies them to rows one line apart from whole lines, which spreads them over every set.
-    if (amx && (a_row_bytes % 64 != 0 || (a_row_bytes / 64) % 2 == 0)) plan.pack_a = true;
+    // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds
+    // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
+    // rows one line apart, which spreads them over every set; a stride that already spreads them (short rows,
+    // e.g. 256 bf16 columns: 4 lines per set) is read in place and saves the copy (13% of a 256^3 call).
+    if (amx && (a_row_bytes % 64 != 0 ||
+                a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet))
+        plan.pack_a = true;
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned
     // (a tile row split across cache lines loads several times slower), so it always has a panel ready.

@@ -9,10 +9,6 @@
 #include <algorithm>
 #include <cstring>
 #include <vector>
-#include <x86intrin.h>
-#include <cstdio>
-#include <cstdlib>
-namespace { struct Prof { uint64_t pb=0,pa=0,k=0,n=0; ~Prof(){ if(std::getenv("LOWP_PROF")) std::fprintf(stderr,"prof calls=%llu packB=%.1fM packA=%.1fM kern=%.1fM cycles/call\n",(unsigned long long)n,pb/1e6/n,pa/1e6/n,k/1e6/n);} }; Prof g_prof; }
 
 namespace jitmm::x86 {
 
@@ -143,7 +139,6 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
 }
 
 void GemmLowpKernel::run(const RunArgs& args) const {
-    g_prof.n++;
     // Per-tensor scales are runtime values: folded with alpha into the one scalar the epilogue multiplies by.
     float scale = p_.alpha;
     if (p_.a_scale == ScaleMode::per_tensor) scale *= args.a_scales[0];
@@ -206,7 +201,6 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
-        uint64_t t0 = __rdtsc();
         for (int64_t kb = 0; kb < k_blocks_; ++kb) {
             const int64_t k0 = kb * plan_.kc;
             const int64_t k_len = std::min(plan_.kc, p_.k - k0);
@@ -215,7 +209,6 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
         }
         if (comp)
             for (int64_t j = 0; j < n_cur; ++j) comp[j] *= comp_factor_;
-        g_prof.pb += __rdtsc() - t0;
         for (int64_t ic = ch.m0; ic < ch.m1; ic += plan_.mc) {
             const int64_t m_end = std::min(ch.m1, ic + plan_.mc);
             for (int64_t kb = 0; kb < k_blocks_; ++kb) {
@@ -228,7 +221,6 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 for (int64_t ir = ic; ir < m_end; ir += mr) {
                     const bool row_tail = ir + mr > p_.m;
                     const uint8_t* a_tile;
-                    uint64_t t1 = __rdtsc();
                     if (pack_a) {
                         pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, ir,
                                     static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), k0, k_len, groups * g,
@@ -239,7 +231,6 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         a_tile = ch.a + (ir * p_.lda + k0) * a_size;
                         call.a_stride = p_.lda * a_size;
                     }
-                    uint64_t t2 = __rdtsc(); g_prof.pa += t2 - t1;
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
                     if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
@@ -255,7 +246,6 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         fns_[s](a_tile, b_block + ((jr - jc) / nr) * groups * nr * 4,
                                 ch.c + (ir * p_.ldc + jr) * c_size, &call);
                     }
-                    g_prof.k += __rdtsc() - t2;
                 }
             }
         }
