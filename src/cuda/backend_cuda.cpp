@@ -140,6 +140,31 @@ public:
 
     const LaunchShape& shape() const { return shape_; }
 
+    // A persistent kernel launched in clusters: no more CTAs than can be resident at once. A GPC whose free
+    // SMs do not divide by the cluster size leaves SMs over, so 132 SMs may hold fewer than 66 pairs, and a
+    // grid of 132 would run its last clusters as a second wave (twice the time).
+    void fit_grid_to_resident_clusters(int cluster) {
+        const DriverApi& drv = device_->drv();
+        if (drv.cuOccupancyMaxActiveClusters == nullptr) return;
+        ContextScope scope(*device_);
+        CUlaunchConfig config{};
+        config.gridDimX = shape_.grid[0];
+        config.gridDimY = config.gridDimZ = 1;
+        config.blockDimX = shape_.block;
+        config.blockDimY = config.blockDimZ = 1;
+        config.sharedMemBytes = shape_.smem;
+        int clusters = 0;
+        if (drv.cuOccupancyMaxActiveClusters(&clusters, function_, &config) != CUDA_SUCCESS || clusters <= 0) return;
+        const unsigned resident = static_cast<unsigned>(clusters * cluster);
+        if (resident < shape_.grid[0]) {
+            if (verbose_enabled())
+                verbose_log("cuda sm90: " + std::to_string(clusters) + " clusters of " + std::to_string(cluster) +
+                            " resident at once: persistent grid " + std::to_string(shape_.grid[0]) + " -> " +
+                            std::to_string(resident) + " CTAs");
+            shape_.grid[0] = resident;
+        }
+    }
+
     // Launches on stream with the kernel's parameters; never synchronizes. The caller has the context current.
     void launch(void** params, void* stream) const {
         check(device_->drv().cuLaunchKernel(function_, shape_.grid[0], shape_.grid[1], shape_.grid[2], shape_.block,
@@ -244,7 +269,9 @@ public:
     CudaKernel(KernelMeta meta, std::shared_ptr<const Device> device, const Artifact& artifact, const Problem& p,
                plan::CudaTarget target, std::optional<plan::Sm90GemmPlan> sm90)
         : Kernel(std::move(meta)), device_(std::move(device)), main_(device_, artifact), p_(p),
-          target_(std::move(target)), sm90_(std::move(sm90)) {}
+          target_(std::move(target)), sm90_(std::move(sm90)) {
+        if (sm90_ && sm90_->cluster_m > 1) main_.fit_grid_to_resident_clusters(sm90_->cluster_m);
+    }
 
     void run(const RunArgs& args) const override {
         const LaunchShape& s = main_.shape();

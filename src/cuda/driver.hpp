@@ -65,7 +65,8 @@ constexpr int kDriverAbiVersion = 12000;
     X(cuEventElapsedTime, v2000, false)                       \
     X(cuEventDestroy, v4000, false)                           \
     X(cuTensorMapEncodeTiled, v12000, false)                  \
-    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, v6050, false)
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, v6050, false) \
+    X(cuOccupancyMaxActiveClusters, v11070, false)
 
 struct DriverApi {
 #define JITMM_CUDA_DECLARE_ENTRY(name, ver, required) PFN_##name##_##ver name = nullptr;
