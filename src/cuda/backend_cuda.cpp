@@ -14,7 +14,9 @@
 #include "cuda/tensor_map.hpp"
 
 #include <cstdint>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -154,8 +156,15 @@ public:
         config.blockDimY = config.blockDimZ = 1;
         config.sharedMemBytes = shape_.smem;
         int clusters = 0;
-        if (drv.cuOccupancyMaxActiveClusters(&clusters, function_, &config) != CUDA_SUCCESS || clusters <= 0) return;
-        const unsigned resident = static_cast<unsigned>(clusters * cluster);
+        const CUresult got = drv.cuOccupancyMaxActiveClusters(&clusters, function_, &config);
+        if (verbose_enabled())
+            verbose_log("cuda sm90: cuOccupancyMaxActiveClusters: " + result_text(got) + ", " +
+                        std::to_string(clusters) + " clusters of " + std::to_string(cluster));
+        if (got != CUDA_SUCCESS || clusters <= 0) return;
+        unsigned resident = static_cast<unsigned>(clusters * cluster);
+        // JITMM_CUDA_GRID caps the persistent grid further (developer knob for tuning runs).
+        if (const char* cap = std::getenv("JITMM_CUDA_GRID"); cap != nullptr && std::atoi(cap) >= cluster)
+            resident = std::min(resident, static_cast<unsigned>(std::atoi(cap) / cluster * cluster));
         if (resident < shape_.grid[0]) {
             if (verbose_enabled())
                 verbose_log("cuda sm90: " + std::to_string(clusters) + " clusters of " + std::to_string(cluster) +
