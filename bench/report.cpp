@@ -180,12 +180,17 @@ void TextTable::row(const ShapeResult& r) {
             }
             if (p.paths.size() > 1 && p.best_path()) note(title, "fastest path: " + p.best_path()->path, label);
             if (p.paths.size() > 1) {
-                // Every path's own time under the row; "*" marks the one in the columns.
+                // Every path's own time and ratio under the row; "*" marks the one in the columns.
                 std::string line = std::string(title) + " paths:";
                 for (const PeerPathResult& pp : p.paths) {
                     line += "  " + pp.path + (p.best_path() == &pp ? "*" : "") + " ";
-                    line += pp.error.empty() ? format("%.2f us", pp.median_us) + " " + format("%.1f GFLOP/s", pp.gflops)
-                                             : std::string("error");
+                    if (!pp.error.empty()) {
+                        line += "error";
+                        continue;
+                    }
+                    line += format("%.2f us", pp.median_us) + " " + format("%.1f GFLOP/s", pp.gflops);
+                    if (r.median_us > 0) line += " " + format("ratio %.2f", pp.median_us / r.median_us);
+                    if (pp.checked && !pp.check.ok) line += " (check FAILED)";
                 }
                 below.push_back(line);
             }
