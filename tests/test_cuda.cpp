@@ -13,6 +13,7 @@
 #include "plan/cuda_sm90_plan.hpp"
 
 #include <catch2/catch.hpp>
+#include <unistd.h>
 #include <jitmm/jitmm.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -985,6 +987,70 @@ TEST_CASE("cuda sm90: CTA pairs sharing B against float64", "[cuda]") {
     setenv("JITMM_CUDA_TILE", "sm90:128x256x4x2", 1);
     run_cases(cases);
     unsetenv("JITMM_CUDA_TILE");
+}
+
+// jitmm_tune on the GPU: every candidate timed, the winner persisted beside the kernel cache, and a later
+// engine on the same folder plans the problem with it (and computes it right).
+TEST_CASE("cuda sm90: jitmm_tune persists the fastest recipe for later engines", "[cuda]") {
+    const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
+    if (drv == nullptr || !sm90_device()) {
+        WARN("SKIPPED: needs an sm_90 GPU" << (drv ? "" : std::string(": ") + jitmm::cuda::driver_unavailable_reason()));
+        return;
+    }
+    char dir_name[] = "/tmp/jitmm-tune-gpu-XXXXXX";
+    REQUIRE(::mkdtemp(dir_name) != nullptr);
+    const Case c{1000, 2048, 512, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    const jitmm_matmul_desc d = desc_of(c);
+    jitmm_engine_config config;
+    jitmm_engine_config_init(&config);
+    config.device = "cuda:0";
+    config.cache_dir = dir_name;
+    std::string winner;
+    {
+        TestDevice dev(*drv);
+        const Layout l = layout_of(c);
+        DeviceBuffer da(*drv, l.a_rows * l.lda * 2), db(*drv, l.b_rows * l.ldb * 2), dc(*drv, c.m * l.ldc * 2);
+        REQUIRE(drv->cuMemsetD8(da.ptr(), 0x3c, l.a_rows * l.lda * 2) == CUDA_SUCCESS);  // 1.17 in bf16 pairs
+        REQUIRE(drv->cuMemsetD8(db.ptr(), 0x3c, l.b_rows * l.ldb * 2) == CUDA_SUCCESS);
+        jitmm_engine* engine = nullptr;
+        REQUIRE(jitmm_engine_create(&config, &engine) == JITMM_STATUS_SUCCESS);
+        jitmm_matmul_args args;
+        jitmm_matmul_args_init(&args);
+        args.a = da.at(0);
+        args.b = db.at(0);
+        args.c = dc.at(0);
+        size_t required = 0;
+        REQUIRE(jitmm_tune(engine, &d, &args, nullptr, 0, &required) == JITMM_STATUS_SUCCESS);
+        std::string log(required, '\0');
+        const jitmm_status st = jitmm_tune(engine, &d, &args, log.data(), log.size(), &required);
+        INFO(jitmm_last_error_message() << "\n" << log);
+        REQUIRE(st == JITMM_STATUS_SUCCESS);
+        winner = log.substr(0, log.find('\n'));
+        CHECK(winner.rfind("sm90:", 0) == 0);
+        CHECK(std::count(log.begin(), log.end(), '\n') >= 3);  // the winner and at least two candidates
+        jitmm_engine_destroy(engine);
+    }
+    // A later engine (another process would do the same): the tuned tile is the plan.
+    jitmm_engine* later = nullptr;
+    REQUIRE(jitmm_engine_create(&config, &later) == JITMM_STATUS_SUCCESS);
+    jitmm_kernel* kernel = nullptr;
+    REQUIRE(jitmm_kernel_create(later, &d, &kernel) == JITMM_STATUS_SUCCESS);
+    jitmm_kernel_info info;
+    info.struct_size = sizeof info;
+    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+    int bm = 0, bn = 0, stages = 0;
+    REQUIRE(std::sscanf(winner.c_str(), "sm90:%dx%dx%d", &bm, &bn, &stages) == 3);
+    INFO("winner " << winner << ", recipe " << info.recipe);
+    CHECK(std::string(info.recipe).find(std::to_string(bm) + "x" + std::to_string(bn) + "x") != std::string::npos);
+    CHECK(std::string(info.recipe).find("stages=" + std::to_string(stages)) != std::string::npos);
+    {
+        TestDevice dev(*drv);
+        std::mt19937 rng(77);
+        run_and_check(dev, kernel, c, rng);
+    }
+    jitmm_kernel_release(kernel);
+    jitmm_engine_destroy(later);
+    std::filesystem::remove_all(dir_name);
 }
 
 // A small set for compute-sanitizer (memcheck, racecheck): each family and operand path once, with tails.

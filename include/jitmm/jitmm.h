@@ -212,6 +212,15 @@ JITMM_API jitmm_status jitmm_kernel_release(jitmm_kernel* kernel);
 JITMM_API jitmm_status jitmm_matmul(jitmm_engine* engine, const jitmm_matmul_desc* desc,
                                     const jitmm_matmul_args* args);
 
+/* Tuning: times the candidate kernels the planner considers for desc on args' buffers and stream (C is
+ * overwritten; each candidate is compiled once, or found in the cache), and keeps the fastest in the tuning
+ * store beside the kernel cache (<cache>/tune-v1/, in memory without a disk cache): every later kernel_create
+ * and matmul of this problem, in this process and in later ones sharing the cache folder, uses it.
+ * log (may be NULL, then log_size 0) receives the winner's name on the first line ("" when the device has
+ * nothing to tune: the CPU today) and one line per candidate with its median time; *required as below. */
+JITMM_API jitmm_status jitmm_tune(jitmm_engine* engine, const jitmm_matmul_desc* desc, const jitmm_matmul_args* args,
+                                  char* log, size_t log_size, size_t* required);
+
 /* What the engine's device is and can do (the probe), as text or JSON. Writes at most buffer_size bytes
  * including the terminating NUL; *required (if not NULL) receives the full size needed. */
 JITMM_API jitmm_status jitmm_engine_describe(const jitmm_engine* engine, jitmm_report_format format,

@@ -229,6 +229,19 @@ JITMM_API jitmm_status jitmm_matmul(jitmm_engine* engine, const jitmm_matmul_des
     });
 }
 
+JITMM_API jitmm_status jitmm_tune(jitmm_engine* engine, const jitmm_matmul_desc* desc, const jitmm_matmul_args* args,
+                                  char* log, size_t log_size, size_t* required) {
+    return guarded([&] {
+        require(engine, "engine");
+        const jitmm::Problem p = jitmm::api::problem_from_desc(desc);
+        const jitmm::RunArgs run = jitmm::api::check_args(p, args);
+        std::string lines;
+        const std::string winner = engine->engine->tune(p, run, &lines);
+        const std::string text = winner + "\n" + lines;
+        if (log != nullptr || log_size != 0 || required != nullptr) copy_out(text, log, log_size, required);
+    });
+}
+
 JITMM_API jitmm_status jitmm_engine_describe(const jitmm_engine* engine, jitmm_report_format format, char* buffer,
                                              size_t buffer_size, size_t* required) {
     return guarded([&] {

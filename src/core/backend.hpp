@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace jitmm {
 
@@ -36,6 +37,13 @@ public:
     // Throws jitmm::Error(JITMM_STATUS_UNSUPPORTED, ...) for valid problems it has no kernel for.
     virtual std::unique_ptr<Plan> plan(const Problem& p) const = 0;
     virtual std::string describe(jitmm_report_format format) const = 0;
+
+    // Tuning (jitmm_tune). The recipe choices worth timing for p (none: nothing to tune), a plan that follows
+    // one of them ("" or a choice that no longer applies: the planner's own), and the median time of
+    // kernel.run(args) over `runs` runs in microseconds, measured the way the device runs kernels.
+    virtual std::vector<std::string> tune_candidates(const Problem&) const { return {}; }
+    virtual std::unique_ptr<Plan> plan_with_choice(const Problem& p, const std::string&) const { return plan(p); }
+    virtual double time_runs(const Kernel& kernel, const RunArgs& args, int runs) const;
 };
 
 }  // namespace jitmm

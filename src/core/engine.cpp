@@ -127,6 +127,47 @@ Engine::Engine(const EngineOptions& options, std::unique_ptr<Backend> backend)
     disk_ = DiskCache::open(disk, &disk_status_);  // refusals are warned about inside, never an error
     if (disk_ && disk_status_.empty()) disk_status_ = disk_->describe();
     recorder_ = Recorder::for_path(options_.record_path);
+    const bool has_folder = disk_ && !disk_->folders().empty();
+    tune_ = std::make_unique<TuneStore>(has_folder ? tune_store_path(disk_->folders().front(), backend_->fingerprint())
+                                                   : std::string());
+}
+
+std::unique_ptr<Plan> Engine::plan_for(const Problem& p) const {
+    if (tune_->size() == 0) return backend_->plan(p);
+    const std::string choice = tune_->lookup(p);
+    return choice.empty() ? backend_->plan(p) : backend_->plan_with_choice(p, choice);
+}
+
+KernelPtr Engine::kernel_for(const Problem& p, const Plan& plan, bool* hit) {
+    const KernelKey key = make_key(plan, p);
+    return cache_.get_or_create(key, [&] { return generate(p, plan, key); }, hit);
+}
+
+std::string Engine::tune(const Problem& p, const RunArgs& args, std::string* log) {
+    const std::vector<std::string> candidates = backend_->tune_candidates(p);
+    if (candidates.empty()) {
+        if (log) *log = "nothing to tune for " + describe(p) + " on " + backend_->device() + "\n";
+        return "";
+    }
+    std::string best;
+    double best_us = 0;
+    for (const std::string& choice : candidates) {
+        const std::unique_ptr<Plan> plan = backend_->plan_with_choice(p, choice);
+        bool hit = false;
+        const KernelPtr kernel = kernel_for(p, *plan, &hit);
+        const double us = backend_->time_runs(*kernel, args, 10);
+        if (log) {
+            char line[96];
+            std::snprintf(line, sizeof line, "%-24s %10.2f us  ", choice.c_str(), us);
+            *log += line + plan->describe() + "\n";
+        }
+        if (best.empty() || us < best_us) best = choice, best_us = us;
+    }
+    tune_->record(p, best, best_us);
+    memo_.clear();
+    if (verbose_enabled())
+        verbose_log("tuned " + describe(p) + ": " + best + " (" + std::to_string(best_us) + " us)");
+    return best;
 }
 
 KernelKey Engine::make_key(const Plan& plan, const Problem& p) const {
@@ -141,7 +182,7 @@ KernelKey Engine::make_key(const Plan& plan, const Problem& p) const {
 bool Engine::prebuild(const Problem& p) {
     if (!disk_ || !disk_->writable())
         fail(JITMM_STATUS_INVALID_VALUE, "no writable disk cache (" + disk_status_ + ")");
-    const std::unique_ptr<Plan> plan = backend_->plan(p);
+    const std::unique_ptr<Plan> plan = plan_for(p);
     const KernelKey key = make_key(*plan, p);
     bool from_disk = false;
     disk_->fetch_or_build(key, [&] { return plan->compile(); }, &from_disk);
@@ -158,7 +199,7 @@ KernelPtr Engine::get_kernel(const Problem& p, bool log_hits) {
                         " (problem memo) problem={" + describe(p) + "}");
         return known;
     }
-    const std::unique_ptr<Plan> plan = backend_->plan(p);
+    const std::unique_ptr<Plan> plan = plan_for(p);
     const KernelKey key = make_key(*plan, p);
 
     bool hit = false;

@@ -7,6 +7,7 @@
 #include "core/parallel.hpp"
 #include "core/problem_memo.hpp"
 #include "core/recorder.hpp"
+#include "core/tune_store.hpp"
 #include "hw/cpu.hpp"
 
 #include <jitmm/jitmm.h>
@@ -50,9 +51,17 @@ public:
     // Throws jitmm::Error (also when there is no writable disk cache).
     bool prebuild(const Problem& p);
 
+    // jitmm_tune: times the backend's candidate recipes for p on args (C is overwritten), records the fastest
+    // in the tuning store (beside the disk cache, else in memory) and makes later requests for p use it.
+    // Returns the winning choice ("" when the backend has nothing to tune); *log gets one line per candidate.
+    std::string tune(const Problem& p, const RunArgs& args, std::string* log);
+    const TuneStore& tune_store() const { return *tune_; }
+
 private:
     KernelKey make_key(const Plan& plan, const Problem& p) const;
     KernelPtr generate(const Problem& p, const Plan& plan, const KernelKey& key) const;
+    std::unique_ptr<Plan> plan_for(const Problem& p) const;  // the tuned choice when there is one
+    KernelPtr kernel_for(const Problem& p, const Plan& plan, bool* hit);
 
     EngineOptions options_;
     std::unique_ptr<Backend> backend_;
@@ -61,6 +70,7 @@ private:
     std::string disk_status_;
     std::shared_ptr<Recorder> recorder_; // JITMM_RECORD
     ProblemMemo memo_;                   // problem -> kernel, in front of plan + key + cache
+    std::unique_ptr<TuneStore> tune_;    // jitmm_tune's winners for this backend's target
 };
 
 }  // namespace jitmm

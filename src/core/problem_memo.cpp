@@ -49,4 +49,9 @@ void ProblemMemo::remember(const ProblemWords& w, const KernelPtr& kernel) {
     slot.kernel = kernel;
 }
 
+void ProblemMemo::clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Slot& slot : slots_) slot = Slot{};
+}
+
 }  // namespace jitmm

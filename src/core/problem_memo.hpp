@@ -31,6 +31,7 @@ class ProblemMemo {
 public:
     KernelPtr find(const ProblemWords& w) const;
     void remember(const ProblemWords& w, const KernelPtr& kernel);
+    void clear();  // after tuning: problems may map to other kernels now
 
 private:
     static constexpr size_t kSlots = 256;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace jitmm::cuda {
 
@@ -417,6 +418,50 @@ public:
             fail(JITMM_STATUS_UNSUPPORTED, device_name_ + " (" + target_.arch + "): " + e.what() +
                                                "; problem " + jitmm::describe(p));
         }
+    }
+
+    std::vector<std::string> tune_candidates(const Problem& p) const override {
+        return plan::sm90_tune_candidates(p, target_);
+    }
+
+    std::unique_ptr<Plan> plan_with_choice(const Problem& p, const std::string& choice) const override {
+        if (choice.rfind("sm90:", 0) == 0 && plan::sm90_applies(p, target_))
+            return std::make_unique<CudaPlan>(p, plan::plan_sm90_gemm(p, target_, choice), target_, device_);
+        return plan(p);
+    }
+
+    // CUDA events around each launch on the caller's stream; the median.
+    double time_runs(const Kernel& kernel, const RunArgs& args, int runs) const override {
+        if (!device_) fail(JITMM_STATUS_NO_DEVICE, "cuda: compile-only backend cannot time kernels");
+        const DriverApi& drv = device_->drv();
+        ContextScope scope(*device_);
+        CUstream stream = static_cast<CUstream>(args.stream);
+        CUevent start = nullptr, stop = nullptr;
+        check(drv.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+        const CUresult made = drv.cuEventCreate(&stop, CU_EVENT_DEFAULT);
+        if (made != CUDA_SUCCESS) drv.cuEventDestroy(start);
+        check(made, "cuEventCreate");
+        std::vector<double> us;
+        try {
+            kernel.run(args);  // warm (module load, clocks)
+            for (int i = 0; i < std::max(1, runs); ++i) {
+                check(drv.cuEventRecord(start, stream), "cuEventRecord");
+                kernel.run(args);
+                check(drv.cuEventRecord(stop, stream), "cuEventRecord");
+                check(drv.cuEventSynchronize(stop), "cuEventSynchronize");
+                float ms = 0;
+                check(drv.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+                us.push_back(1000.0 * ms);
+            }
+        } catch (...) {
+            drv.cuEventDestroy(start);
+            drv.cuEventDestroy(stop);
+            throw;
+        }
+        drv.cuEventDestroy(start);
+        drv.cuEventDestroy(stop);
+        std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+        return us[us.size() / 2];
     }
 
     std::string describe(jitmm_report_format format) const override {

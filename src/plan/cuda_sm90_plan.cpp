@@ -56,16 +56,16 @@ bool dtypes_supported(const Problem& p, std::string* why) {
 // 64-column boxes (N-major) each.
 bool b_splits(const Sm90GemmPlan& plan) { return plan.b_k_major ? plan.bn % 16 == 0 : plan.bn % 128 == 0; }
 
-// JITMM_CUDA_TILE=sm90:BMxBNxSTAGES[xCLUSTER] (developer knob for tuning runs); part of the key like any plan.
-bool apply_override(Sm90GemmPlan& plan, const CudaTarget& target) {
-    const char* text = std::getenv("JITMM_CUDA_TILE");
+// "sm90:BMxBNxSTAGES[xCLUSTER]": JITMM_CUDA_TILE (developer knob) or a tuned choice; part of the key like
+// any plan.
+bool apply_choice(Sm90GemmPlan& plan, const CudaTarget& target, const char* text) {
     if (text == nullptr || std::strncmp(text, "sm90:", 5) != 0) return false;
     int bm = 0, bn = 0, stages = 0, cluster = 1;
     const int fields = std::sscanf(text, "sm90:%dx%dx%dx%d", &bm, &bn, &stages, &cluster);
     if (fields < 3 || (bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 != 0 || stages < 2 || stages > 8 ||
         (cluster != 1 && cluster != 2))
         fail(JITMM_STATUS_INVALID_VALUE,
-             std::string("JITMM_CUDA_TILE: expected sm90:BMxBNxSTAGES[xCLUSTER] (BM 64 or 128, BN 16..256, "
+             std::string("sm90 recipe: expected sm90:BMxBNxSTAGES[xCLUSTER] (BM 64 or 128, BN 16..256, "
                          "cluster 1 or 2), got \"") + text + "\"");
     plan.bm = bm;
     plan.consumers = bm / 64;
@@ -73,9 +73,9 @@ bool apply_override(Sm90GemmPlan& plan, const CudaTarget& target) {
     plan.stages = stages;
     plan.cluster_m = cluster;
     if (cluster == 2 && !b_splits(plan))
-        fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: ") + text + ": B tile cannot be split in two");
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + ": B tile cannot be split in two");
     if (plan.smem_bytes() > target.smem_per_block_optin)
-        fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: ") + text + " needs " +
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + " needs " +
                                              std::to_string(plan.smem_bytes()) + " bytes of shared memory");
     return true;
 }
@@ -131,7 +131,7 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
     return true;
 }
 
-Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target) {
+Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const std::string& choice) {
     std::string why;
     if (!sm90_applies(p, target, &why)) fail(JITMM_STATUS_UNSUPPORTED, "cuda sm90: " + why);
     const int64_t e = dtype_size(p.a_type);
@@ -170,7 +170,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target) {
     // per CTA on the H100 (4096^3 bf16: 337 vs 646 TFLOP/s, at any grid size), so they are only a knob
     // (JITMM_CUDA_TILE=sm90:128x256x4x2) until the pair's pipeline is understood.
     plan.cluster_m = 1;
-    apply_override(plan, target);
+    if (!apply_choice(plan, target, std::getenv("JITMM_CUDA_TILE"))) apply_choice(plan, target, choice.c_str());
 
     const int64_t units = ceil_div(ceil_div(p.m, plan.bm), plan.cluster_m) * ceil_div(p.n, plan.bn) * p.batch;
     plan.ctas = static_cast<int>(std::min<int64_t>(units, target.sm_count / plan.cluster_m) * plan.cluster_m);
@@ -178,6 +178,32 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target) {
     const int64_t ec = dtype_size(p.c_type);
     plan.c_pairs = p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && ec <= 4;
     return plan;
+}
+
+std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget& target) {
+    std::vector<std::string> out;
+    if (!sm90_applies(p, target)) return out;
+    for (int consumers : {2, 1})
+        for (int bn : {256, 192, 128, 64}) {
+            Sm90GemmPlan t;
+            t.consumers = consumers;
+            t.bm = 64 * consumers;
+            t.bn = bn;
+            t.stages = 2;
+            while (t.stages < 6) {
+                ++t.stages;
+                if (t.smem_bytes() > target.smem_per_block_optin) {
+                    --t.stages;
+                    break;
+                }
+            }
+            if (t.smem_bytes() > target.smem_per_block_optin) continue;
+            // Tiles far wider than the problem only add waste.
+            if (bn > 64 && p.n <= bn / 2) continue;
+            if (consumers == 2 && p.m <= 64) continue;
+            out.push_back("sm90:" + std::to_string(t.bm) + "x" + std::to_string(bn) + "x" + std::to_string(t.stages));
+        }
+    return out;
 }
 
 }  // namespace jitmm::plan

@@ -8,6 +8,7 @@
 #include "plan/cuda_gemm_plan.hpp"
 
 #include <string>
+#include <vector>
 
 namespace jitmm::plan {
 
@@ -36,7 +37,11 @@ struct Sm90GemmPlan {
 // anything but f16/bf16 both operands K-major (wgmma transposes only 16-bit types).
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not = nullptr);
 
-// Throws UNSUPPORTED when sm90_applies is false.
-Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target);
+// Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER]", from
+// the tuning store) that replaces the heuristic's tile; JITMM_CUDA_TILE, when set, wins over both.
+Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const std::string& choice = "");
+
+// The recipes jitmm_tune times for p: each tile shape at the deepest pipeline that fits.
+std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget& target);
 
 }  // namespace jitmm::plan
