@@ -43,7 +43,7 @@ T="$B/tests/jitmm_tests"
 if [ "$mode" = all ] || [ "$mode" = test ]; then
     # ctest without the GPU cases (they run next, with their full output).
     step ctest ctest --test-dir "$B" --output-on-failure -j 8 \
-        -E '^cuda: (every dtype|epilogues|batches|sanitizer|timing)|^cuda devices'
+        -E '^cuda: (every dtype|epilogues|batches|sanitizer|timing)|^cuda devices|^cuda sm90: (wgmma|CTA pairs|jitmm_tune)'
     step cuda_tests "$T" "[cuda]" --durations yes
     step memcheck "$sanitizer" --tool memcheck --leak-check no --error-exitcode 3 "$T" "[cuda-sanitize]"
     step racecheck "$sanitizer" --tool racecheck --error-exitcode 3 "$T" "[cuda-sanitize]"
@@ -54,12 +54,15 @@ if [ "$mode" = all ] || [ "$mode" = bench ]; then
     # jitmm timings (CUDA events), with the generated sources and cubins dumped for the SASS check.
     mkdir -p "$OUT/dump"
     step bench_jitmm env JITMM_DUMP_DIR="$OUT/dump" JITMM_CUDA_BENCH_CSV="$OUT/jitmm.csv" "$T" "[.cuda-bench]"
-    # SASS: tensor-core, ldmatrix and cp.async instructions present, no local memory.
+    # SASS: tensor-core (Hopper: HGMMA for f16/bf16/tf32, QGMMA for fp8, IGMMA for s8; UTMALDG = TMA loads),
+    # ldmatrix and cp.async instructions present, no local memory.
     {
         for f in "$OUT"/dump/*.cubin; do
             [ -e "$f" ] || continue
             sass=$("$cuobjdump" -sass "$f" 2>&1)
-            printf '%s HMMA=%s IMMA=%s LDSM=%s LDGSTS=%s LDG=%s LDL=%s STL=%s\n' "$(basename "$f")" \
+            printf '%s HGMMA=%s QGMMA=%s IGMMA=%s UTMALDG=%s HMMA=%s IMMA=%s LDSM=%s LDGSTS=%s LDG=%s LDL=%s STL=%s\n' \
+                "$(basename "$f")" "$(grep -c HGMMA <<< "$sass")" "$(grep -c QGMMA <<< "$sass")" \
+                "$(grep -c IGMMA <<< "$sass")" "$(grep -c UTMALDG <<< "$sass")" \
                 "$(grep -c HMMA <<< "$sass")" "$(grep -c IMMA <<< "$sass")" "$(grep -c LDSM <<< "$sass")" \
                 "$(grep -c LDGSTS <<< "$sass")" "$(grep -c 'LDG' <<< "$sass")" "$(grep -c 'LDL' <<< "$sass")" \
                 "$(grep -c 'STL' <<< "$sass")"
