@@ -84,6 +84,10 @@ public:
             *why = "no oneDNN CPU matmul for this type (f16 in oneDNN 2.6, fp8)";
             return {};
         }
+        if (d.a_scale_mode != JITMM_SCALE_NONE || d.b_scale_mode != JITMM_SCALE_NONE) {
+            *why = "dequantization scales are not mapped to oneDNN's";
+            return {};
+        }
         std::vector<std::string> p = {"matmul"};
         if (d.a_type == JITMM_DTYPE_F32 && d.b_type == JITMM_DTYPE_F32 && d.c_type == JITMM_DTYPE_F32) {
             p.push_back("sgemm");
