@@ -673,6 +673,32 @@ TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by 
             }
         }
     }
+    // One row tile (decode plan): several 2 KB K blocks and 2048-column B blocks, a column tail past them,
+    // B row-major or stored N x K (the swapped path takes the latter when it fits), 1 and 3 threads.
+    for (int threads : {1, 3}) {
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (jitmm_dtype t : {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_BF16}) {
+            for (int64_t m : {1, 7, 16, 32}) {
+                Case c;
+                c.a = t;
+                c.b = t == JITMM_DTYPE_BF16 ? t : JITMM_DTYPE_S8;
+                c.c = t == JITMM_DTYPE_BF16 ? JITMM_DTYPE_BF16 : (it % 2 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32);
+                c.m = m;
+                c.n = 2048 + 33 + 16 * (it % 3);
+                c.k = (t == JITMM_DTYPE_BF16 ? 2 * 1024 : 2 * 2048) + 64 * (it % 2) + (it % 3 == 2 ? 4 : 0);
+                c.tb = it % 4 == 3;
+                c.ldb_pad = it % 3 == 1 ? 16 : 0;
+                c.ldc_pad = it % 2 ? 3 : 0;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = t == JITMM_DTYPE_BF16 ? 1.0f : 0.01f;
+                    c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_NONE;
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
     // Row and column tails over three K blocks with the strip between them.
     EngineGuard e{make_engine("amx", 2)};
     for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_BF16}) {
@@ -701,6 +727,8 @@ TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by 
         return r;
     };
     CHECK(recipe_of(2048, 2048, 4096).find("kc=2048") != std::string::npos);
+    CHECK(recipe_of(16, 4096, 4096).find("kc=1024") != std::string::npos);  // one row tile: 2 KB K blocks
+    CHECK(recipe_of(16, 4096, 4096).find("nc=2048") != std::string::npos);  // and 2048-column B blocks
     CHECK(recipe_of(256, 256, 256).find("directA") != std::string::npos);
     CHECK(recipe_of(1024, 1024, 1024).find("packA") != std::string::npos);
 }
