@@ -163,6 +163,25 @@ PeerResult measure_peer(const std::string& name, PeerSet* peers, const PeerShape
 void run_shape(jitmm_engine* engine, const Options& options, int threads, PeerSet* peers, ShapeResult* r) {
     const jitmm_matmul_desc& d = r->desc;
 
+    // --tune: the candidates are timed first, so that the kernel created below is the winner.
+    if (options.tune) {
+        HostProblem inputs(d);
+        if (!is_host_device(r->device)) {
+            tune_on_cuda(engine, inputs, r);
+            if (!r->error.empty()) return;
+        } else {
+            const jitmm_matmul_args args = inputs.args(0);
+            char first[128] = "";
+            size_t required = 0;
+            const jitmm_status st = jitmm_tune(engine, &d, &args, first, sizeof first, &required);
+            if (st != JITMM_STATUS_SUCCESS) {
+                r->error = "tune: " + status_message(st);
+                return;
+            }
+            r->tuned = std::string(first).substr(0, std::string(first).find('\n'));
+        }
+    }
+
     // JIT (or disk-cache load) time: the first create of this desc in this process.
     KernelHandle handle;
     const Clock::time_point t0 = Clock::now();

@@ -87,6 +87,8 @@ struct ShapeResult {
     std::vector<PeerResult> peers;
     double other_cpus = NAN;  // CPUs busy with other processes while this shape was measured (load.hpp)
     std::string error;        // empty: the shape ran
+    std::string tuned;        // --tune: the winning recipe ("" when the device had nothing to tune)
+    std::string tune_log;     // --tune: one line per candidate
 };
 
 // Measures r->desc on r->device: jitmm, then options.peers. threads: the engine's resolved thread count, which

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,54 @@ Timing time_on_stream(CUstream stream, const TimingPolicy& policy, const std::fu
     t.runs = static_cast<int64_t>(samples.size());
     t.ok = true;
     return t;
+}
+
+void tune_on_cuda(jitmm_engine* engine, HostProblem& problem, ShapeResult* r) {
+    try {
+        const cuda::DriverApi& drv = cuda::driver_or_throw();
+        ContextScope context(drv, cuda_ordinal(r->device));
+        DeviceBuffer a(drv, problem.a_pitch), b(drv, problem.b_pitch), c(drv, problem.c_buf.bytes());
+        DeviceBuffer bias(drv, problem.bias_buf.bytes());
+        DeviceBuffer a_scales(drv, problem.a_scales_buf.bytes()), b_scales(drv, problem.b_scales_buf.bytes());
+        cuda::check(drv.cuMemcpyHtoD(a.get(), problem.a_ptr(0), problem.a_pitch), "cuMemcpyHtoD(A)");
+        cuda::check(drv.cuMemcpyHtoD(b.get(), problem.b_ptr(0), problem.b_pitch), "cuMemcpyHtoD(B)");
+        cuda::check(drv.cuMemcpyHtoD(c.get(), problem.c_buf.data(), problem.c_buf.bytes()), "cuMemcpyHtoD(C)");
+        if (problem.bias_buf.bytes() > 0)
+            cuda::check(drv.cuMemcpyHtoD(bias.get(), problem.bias_buf.data(), problem.bias_buf.bytes()), "cuMemcpyHtoD(bias)");
+        if (problem.a_scales_buf.bytes() > 0)
+            cuda::check(drv.cuMemcpyHtoD(a_scales.get(), problem.a_scales_buf.data(), problem.a_scales_buf.bytes()),
+                        "cuMemcpyHtoD(a_scales)");
+        if (problem.b_scales_buf.bytes() > 0)
+            cuda::check(drv.cuMemcpyHtoD(b_scales.get(), problem.b_scales_buf.data(), problem.b_scales_buf.bytes()),
+                        "cuMemcpyHtoD(b_scales)");
+        CUstream stream = nullptr;
+        cuda::check(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        struct StreamGuard {
+            const cuda::DriverApi& drv;
+            CUstream s;
+            ~StreamGuard() { drv.cuStreamDestroy(s); }
+        } stream_guard{drv, stream};
+        jitmm_matmul_args args;
+        jitmm_matmul_args_init(&args);
+        args.a = a.at(0);
+        args.b = b.at(0);
+        args.c = c.at(0);
+        args.bias = problem.bias_buf.bytes() > 0 ? bias.at(0) : nullptr;
+        args.a_scales = problem.a_scales_buf.bytes() > 0 ? static_cast<const float*>(a_scales.at(0)) : nullptr;
+        args.b_scales = problem.b_scales_buf.bytes() > 0 ? static_cast<const float*>(b_scales.at(0)) : nullptr;
+        args.stream = stream;
+        size_t required = 0;
+        jitmm_status st = jitmm_tune(engine, &r->desc, &args, nullptr, 0, &required);
+        std::string log(required, '\0');
+        if (st == JITMM_STATUS_SUCCESS) st = jitmm_tune(engine, &r->desc, &args, log.data(), log.size(), &required);
+        if (st != JITMM_STATUS_SUCCESS)
+            fail(st, std::string("tune: ") + jitmm_status_string(st) + ": " + jitmm_last_error_message());
+        log.resize(std::strlen(log.c_str()));
+        r->tuned = log.substr(0, log.find('\n'));
+        r->tune_log = log.find('\n') == std::string::npos ? "" : log.substr(log.find('\n') + 1);
+    } catch (const Error& e) {
+        r->error = e.what();
+    }
 }
 
 void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostProblem& problem, const HostBuffer& c0,

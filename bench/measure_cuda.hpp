@@ -32,6 +32,10 @@ int64_t device_rotation_copies(const HostProblem& problem, const std::string& de
 Timing time_on_stream(CUstream stream, const TimingPolicy& policy, const std::function<void(int64_t)>& run);
 
 // check_host_c: compares problem.c_buf (batch results, downloaded here) with the reference.
+// jitmm_tune on device copies of problem's inputs (one copy, on a stream of its own); the winner and the
+// candidates' lines land in r->tuned and r->tune_log, failures in r->error.
+void tune_on_cuda(jitmm_engine* engine, HostProblem& problem, ShapeResult* r);
+
 void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostProblem& problem, const HostBuffer& c0,
                      const std::function<CheckResult()>& check_host_c, ShapeResult* r);
 

@@ -52,6 +52,9 @@ const char* kUsage =
     "  --repeats R                at least R timed runs (default 5)\n"
     "  --min-time-ms T            and at least T ms of timed runs (default 200)\n"
     "  --check                    compare with a float64 reference (exit 1 past the bound)\n"
+    "  --tune                     first time the planner's candidate recipes for each shape (jitmm_tune) and\n"
+    "                             keep the fastest in the tuning store beside the kernel cache, which this\n"
+    "                             and later processes then use; the table is measured with the winner\n"
     "  --peer NAME[,NAME...]      also time peer libraries on the same inputs and threads: onednn,\n"
     "                             openblas, libxsmm, ... or all (repeatable); columns NAME_GFLOP/s and\n"
     "                             ratio_vs_NAME (peer time / jitmm time: > 1 means jitmm is faster)\n"
@@ -367,6 +370,9 @@ Options parse_args(int argc, char** argv) {
             o.timing.repeats = static_cast<int>(std::min<int64_t>(parse_int_arg(flag, take(), 1), 1 << 30));
         } else if (flag == "--min-time-ms") {
             o.timing.min_time_s = static_cast<double>(parse_int_arg(flag, take(), 0)) / 1000.0;
+        } else if (flag == "--tune") {
+            no_value();
+            o.tune = true;
         } else if (flag == "--check") {
             no_value();
             o.check = true;

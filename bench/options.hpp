@@ -19,6 +19,7 @@ struct Options {
     bool check = false;
     bool json = false;
     bool peak = false;               // --peak: measure the FMA peak and exit
+    bool tune = false;               // --tune: jitmm_tune each shape first (the winner goes to the tuning store)
     std::vector<std::string> peers;  // registered names, in registry order, no duplicates
 };
 

@@ -199,6 +199,16 @@ void TextTable::row(const ShapeResult& r) {
     print(cells);
     loads_.emplace_back(label, r.other_cpus);
     if (!r.error.empty()) std::printf("    error: %s\n", r.error.c_str());
+    if (!r.tuned.empty() || !r.tune_log.empty()) {
+        std::printf("    tuned: %s\n", r.tuned.empty() ? "(nothing to tune)" : r.tuned.c_str());
+        size_t at = 0;
+        while (at < r.tune_log.size()) {
+            const size_t end = r.tune_log.find('\n', at);
+            std::printf("      %s\n", r.tune_log.substr(at, end - at).c_str());
+            if (end == std::string::npos) break;
+            at = end + 1;
+        }
+    }
     for (const std::string& line : below) std::printf("    %s\n", line.c_str());
     std::fflush(stdout);
 }
