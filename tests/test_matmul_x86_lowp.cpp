@@ -699,6 +699,44 @@ TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by 
             }
         }
     }
+    // Swapped roles with the packed A past half of L2: K blocks with all of C^T's partial sums in the strip.
+    for (int threads : {1, 3}) {
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (jitmm_dtype t : {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_BF16}) {
+            for (int64_t m : {100, 256, 33}) {
+                Case c;
+                c.a = t;
+                c.b = t == JITMM_DTYPE_BF16 ? t : JITMM_DTYPE_S8;
+                const bool int8 = t != JITMM_DTYPE_BF16;
+                c.c = int8 ? (it % 2 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32) : JITMM_DTYPE_F32;
+                c.m = m;
+                c.n = 97 + 32 * (it % 2);
+                c.k = (int8 ? 4 : 2) * (1024 * 1024 / 2 / 256) * (m == 33 ? 8 : 1) + 64 * (it % 3);
+                c.tb = true;
+                c.ta = it % 4 == 3;
+                c.ldb_pad = it % 3 == 1 ? 64 : 0;
+                c.ldc_pad = it % 2 ? 5 : 0;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.beta = it % 3 == 2 ? 0.5f : 0.0f;
+                    c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_SILU : JITMM_EPILOGUE_BIAS;
+                    c.bias_layout = it % 4 < 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    if (int8 && it % 3 == 1) {
+                        c.alpha = 1.0f;
+                        c.a_scale = JITMM_SCALE_PER_ROW;
+                        c.b_scale = JITMM_SCALE_PER_COLUMN;
+                    }
+                } else {
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                    c.bias_type = JITMM_DTYPE_S32;
+                    c.bias_layout = it % 4 == 0 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
     // Row and column tails over three K blocks with the strip between them.
     EngineGuard e{make_engine("amx", 2)};
     for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_BF16}) {
@@ -729,6 +767,23 @@ TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by 
     CHECK(recipe_of(2048, 2048, 4096).find("kc=2048") != std::string::npos);
     CHECK(recipe_of(16, 4096, 4096).find("kc=1024") != std::string::npos);  // one row tile: 2 KB K blocks
     CHECK(recipe_of(16, 4096, 4096).find("nc=2048") != std::string::npos);  // and 2048-column B blocks
+    {
+        jitmm_matmul_desc d;  // swapped with the packed A past half of L2: K blocks
+        jitmm_matmul_desc_init(&d);
+        d.m = 128; d.n = 4096; d.k = 11008;
+        d.a_type = d.b_type = JITMM_DTYPE_BF16;
+        d.trans_b = 1;
+        jitmm_kernel* kernel = nullptr;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        jitmm_kernel_get_info(kernel, &info);
+        const std::string r = info.recipe;
+        jitmm_kernel_release(kernel);
+        CHECK(r.find("swapAB") != std::string::npos);
+        if (jitmm::hw::cpu_info().l2_bytes > 0 && jitmm::hw::cpu_info().l2_bytes <= 4 * 1024 * 1024)
+            CHECK(r.find("kc=11008") == std::string::npos);
+    }
     CHECK(recipe_of(256, 256, 256).find("directA") != std::string::npos);
     CHECK(recipe_of(1024, 1024, 1024).find("packA") != std::string::npos);
 }

@@ -263,39 +263,52 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
     const int64_t esz = plan::step_elem_bytes(L.step);
     const int64_t b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
     const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
-    const int64_t groups = panel_groups(L, p_.k);
+    const int64_t block_groups = panel_groups(L, plan_.kc);  // every K block's panels are this far apart
+    const int64_t block_bytes = block_groups * plan_.nc * 4;
 
     const bool misaligned = reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0;
-    uint8_t* a_packed = scratch<0>(static_cast<size_t>(groups * plan_.nc * 4));
+    uint8_t* a_packed = scratch<0>(static_cast<size_t>(block_bytes));
     uint8_t* b_rows = misaligned ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
-    // op(A)^T as a B operand: stored M x K is "transposed", stored K x M (trans_a) is not.
-    pack_b_lowp(L.step, p_.a_type, ch.a, p_.lda, !p_.trans_a, 0, p_.k, 0, p_.m, static_cast<int>(nr), groups, a_packed,
-                nullptr);
+    // Several K blocks: the partial sums of the chunk's whole C^T (rows n, columns m) wait in a strip.
+    uint8_t* strip = k_blocks_ > 1 ? scratch<3>(static_cast<size_t>((ch.n1 - ch.n0) * L.acc_ld)) : nullptr;
 
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
-    for (int64_t ir = ch.n0; ir < ch.n1; ir += mr) {
-        const bool row_tail = ir + mr > p_.n;
-        const uint8_t* a_tile;
-        if (b_rows) {
-            pack_a_lowp(L.step, p_.b_type, ch.b, p_.ldb, false, ir, static_cast<int>(std::min<int64_t>(mr, p_.n - ir)),
-                        0, p_.k, groups * g, plan_.a_panel_ld, b_rows);
-            a_tile = b_rows;
-            call.a_stride = plan_.a_panel_ld * esz;
-        } else {
-            a_tile = ch.b + ir * p_.ldb * b_size;
-            call.a_stride = p_.ldb * b_size;
-        }
-        if (p_.bias == BiasKind::per_column) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
-        if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + ir;
-        for (int64_t jr = 0; jr < p_.m; jr += nr) {
-            const bool col_tail = jr + nr > p_.m;
-            const int s = slot(row_tail, col_tail, kSingle);
-            if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
-            if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + jr;
-            tiles.use(s / kPhaseCount, configs_[s]);
-            fns_[s](a_tile, a_packed + (jr / nr) * groups * nr * 4, ch.c + (jr * p_.ldc + ir) * c_size, &call);
+    for (int64_t kb = 0; kb < k_blocks_; ++kb) {
+        const int64_t k0 = kb * plan_.kc;
+        const int64_t k_len = std::min(plan_.kc, p_.k - k0);
+        const int64_t groups = panel_groups(L, k_len);
+        const Phase phase = k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
+        // op(A)^T as a B operand: stored M x K is "transposed", stored K x M (trans_a) is not.
+        pack_b_lowp(L.step, p_.a_type, ch.a, p_.lda, !p_.trans_a, k0, k_len, 0, p_.m, static_cast<int>(nr), groups,
+                    a_packed, nullptr);
+        for (int64_t ir = ch.n0; ir < ch.n1; ir += mr) {
+            const bool row_tail = ir + mr > p_.n;
+            const uint8_t* a_tile;
+            if (b_rows) {
+                pack_a_lowp(L.step, p_.b_type, ch.b, p_.ldb, false, ir,
+                            static_cast<int>(std::min<int64_t>(mr, p_.n - ir)), k0, k_len, groups * g,
+                            plan_.a_panel_ld, b_rows);
+                a_tile = b_rows;
+                call.a_stride = plan_.a_panel_ld * esz;
+            } else {
+                a_tile = ch.b + (ir * p_.ldb + k0) * b_size;
+                call.a_stride = p_.ldb * b_size;
+            }
+            if (p_.bias == BiasKind::per_column)
+                call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
+            if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + ir;
+            for (int64_t jr = 0; jr < p_.m; jr += nr) {
+                const bool col_tail = jr + nr > p_.m;
+                const int s = slot(row_tail, col_tail, phase);
+                if (p_.bias == BiasKind::per_row)
+                    call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
+                if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + jr;
+                if (strip) call.acc = strip + (ir - ch.n0) * L.acc_ld + jr * 4;
+                tiles.use(s / kPhaseCount, configs_[s]);
+                fns_[s](a_tile, a_packed + (jr / nr) * groups * nr * 4, ch.c + (jr * p_.ldc + ir) * c_size, &call);
+            }
         }
     }
 }
