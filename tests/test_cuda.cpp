@@ -1064,6 +1064,12 @@ TEST_CASE("cuda: sanitizer subset", "[cuda-sanitize]") {
     cases.push_back(odd);
     cases.push_back({3, 200, 300, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16});  // skinny
     cases.push_back({7, 100, 300, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16});   // thin tiled (16x32)
+    // On an sm_90 GPU the aligned cases above run the Hopper kernel; fp8 with scales and an M/N-major pair too.
+    Case fp8{130, 200, 256, 2, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
+    fp8.a_scale = jitmm::ScaleMode::per_row, fp8.b_scale = jitmm::ScaleMode::per_tensor;
+    fp8.bias = BiasKind::per_column, fp8.act = Activation::gelu_tanh;
+    cases.push_back(fp8);
+    cases.push_back({136, 264, 200, 1, true, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32});  // wgmma transposed A and B
     run_cases(cases);
 }
 
