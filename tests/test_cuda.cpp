@@ -1068,7 +1068,7 @@ TEST_CASE("cuda: sanitizer subset", "[cuda-sanitize]") {
     Case fp8{130, 200, 256, 2, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
     fp8.a_scale = jitmm::ScaleMode::per_row, fp8.b_scale = jitmm::ScaleMode::per_tensor;
     fp8.bias = BiasKind::per_column, fp8.act = Activation::gelu_tanh;
-    cases.push_back(fp8);
+    if (sm90_device()) cases.push_back(fp8);  // fp8 has no kernel before Hopper
     cases.push_back({136, 264, 200, 1, true, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32});  // wgmma transposed A and B
     run_cases(cases);
 }
