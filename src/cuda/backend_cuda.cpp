@@ -248,7 +248,7 @@ Artifact compile_sm90_cubin(const Problem& p, const plan::Sm90GemmPlan& plan, co
     const int64_t ec = dtype_size(p.c_type);
     a.ints[kAlignA] = 16;
     a.ints[kAlignB] = 16;
-    a.ints[kAlignC] = plan.c_pairs ? 2 * ec : ec;
+    a.ints[kAlignC] = plan.c_tma ? 16 : plan.c_pairs ? 2 * ec : ec;
     a.ints[kAlignBias] = p.bias != BiasKind::none ? dtype_size(p.bias_type) : 1;
     return a;
 }
@@ -297,11 +297,14 @@ public:
         const DriverApi& drv = device_->drv();
         CUtensorMap map_a = encode_tensor_map(drv, args.a, sm90_operand(p_, *sm90_, true));
         CUtensorMap map_b = encode_tensor_map(drv, args.b, sm90_operand(p_, *sm90_, false));
+        CUtensorMap map_c{};
+        if (sm90_->c_tma)
+            map_c = encode_c_tensor_map(drv, args.c, p_.c_type, p_.m, p_.n, p_.ldc, p_.batch, p_.stride_c, 64);
         void* c = args.c;
         const void* bias = args.bias;
         const float* a_scales = args.a_scales;
         const float* b_scales = args.b_scales;
-        void* params[] = {&map_a, &map_b, &c, &bias, &a_scales, &b_scales};
+        void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales};
         main_.launch(params, args.stream);
     }
 

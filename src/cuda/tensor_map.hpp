@@ -25,4 +25,9 @@ struct TmaOperand {
 // copy engine cannot address, DEVICE_ERROR with the driver's message otherwise).
 CUtensorMap encode_tensor_map(const DriverApi& drv, const void* base, const TmaOperand& op);
 
+// C (m x n, ldc and stride_c in elements) for the asynchronous store: boxes of 128 bytes x box_rows rows,
+// 128-byte swizzle.
+CUtensorMap encode_c_tensor_map(const DriverApi& drv, void* base, jitmm_dtype type, int64_t m, int64_t n, int64_t ldc,
+                                int64_t batch, int64_t stride_c, int box_rows);
+
 }  // namespace jitmm::cuda

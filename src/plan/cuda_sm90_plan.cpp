@@ -80,6 +80,13 @@ bool apply_choice(Sm90GemmPlan& plan, const CudaTarget& target, const char* text
     return true;
 }
 
+// The asynchronous C store (shared memory -> TMA) for 16-bit C with 16-byte aligned rows and batch strides.
+bool c_tma_applies(const Problem& p) {
+    const int64_t ec = dtype_size(p.c_type);
+    return ec == 2 && p.n % 2 == 0 && (p.ldc * ec) % 16 == 0 &&
+           (p.batch == 1 || (p.stride_c > 0 && (p.stride_c * ec) % 16 == 0));
+}
+
 struct TileCandidate {
     int consumers, bn;
     double efficiency;  // fraction of the SM's wgmma rate the tile sustains (rough; refined by measurement)
@@ -96,13 +103,13 @@ std::string Sm90GemmPlan::describe() const {
     char buf[200];
     std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 ctas=%d group_m=%d a=%s b=%s%s",
                   bm, bn, bk, consumers, stages, cluster_m, ctas, group_m, a_k_major ? "k-major" : "m-major",
-                  b_k_major ? "k-major" : "n-major", c_pairs ? "" : " c=single");
+                  b_k_major ? "k-major" : "n-major", c_tma ? " c=tma" : c_pairs ? "" : " c=single");
     return buf;
 }
 
 void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
-    w.i64('n', ctas).i64('l', cluster_m).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs);
+    w.i64('n', ctas).i64('l', cluster_m).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
 }
 
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not) {
@@ -139,6 +146,8 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     plan.bk = static_cast<int>(128 / e);
     plan.a_k_major = !p.trans_a;
     plan.b_k_major = p.trans_b;
+    plan.c_tma = c_tma_applies(p);
+    plan.c_bytes = static_cast<int>(dtype_size(p.c_type));
 
     // The tile with the least estimated time: the busiest SM's share of tiles (a persistent grid of one CTA
     // per SM walks them in turn), each at the tile's efficiency.
@@ -186,6 +195,8 @@ std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget
     for (int consumers : {2, 1})
         for (int bn : {256, 192, 128, 64}) {
             Sm90GemmPlan t;
+            t.c_tma = c_tma_applies(p);
+            t.c_bytes = static_cast<int>(dtype_size(p.c_type));
             t.consumers = consumers;
             t.bm = 64 * consumers;
             t.bn = bn;

@@ -77,6 +77,19 @@ __device__ __forceinline__ void mbar_arrive_in(u32 bar, u32 cta) {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
+// The C tile: shared memory -> global by the copy engine (out-of-bounds parts are not written), tracked as
+// bulk groups of the issuing thread.
+__device__ __forceinline__ void tma_store(const TmaMap* map, u32 src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+               :: "l"((u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Ordinary shared-memory stores made visible to the copy engine.
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Barrier of one warpgroup (ids 1.. ; 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
 __device__ __forceinline__ void tma_prefetch_map(const TmaMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"((u64)map) : "memory");
 }
@@ -150,6 +163,12 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     os << "constexpr int CLUSTER = " << cluster << ", UNITS_M = " << units_m << ", UNITS = " << units_m * tiles_n * p.batch
        << ", GROUP_U = " << std::max(1, plan.group_m / cluster) << ";\n";
     os << "constexpr u32 A_STAGE = BM * 128, B_STAGE = BN * 128, STAGE_BYTES = A_STAGE + B_STAGE;  // 128 bytes of K per row\n";
+    if (plan.c_tma) {
+        os << "// C tiles in shared memory, one per consumer: boxes of 64 rows x 128 bytes (EPB elements), swizzled\n";
+        os << "constexpr u32 EPB = " << 128 / ec << ", C_WG_BYTES = 64 * BN * " << ec << ", C_TILE_BYTES = CONSUMERS * C_WG_BYTES;\n";
+    } else {
+        os << "constexpr u32 C_TILE_BYTES = 0;\n";
+    }
     emit_wgmma(os, p, plan, kstep);
     emit_epilogue_helpers(os, p);
 
@@ -192,12 +211,13 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     os << "extern \"C\" __global__ void ";
     if (cluster > 1) os << "__cluster_dims__(" << cluster << ", 1, 1) ";
     os << "__launch_bounds__(" << plan.threads() << ", 1) " << out.name
-       << "(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, void* __restrict__ c_ptr, "
+       << "(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, const __grid_constant__ TmaMap tma_c, void* __restrict__ c_ptr, "
           "const void* __restrict__ bias_ptr, const float* __restrict__ a_scales, const float* __restrict__ b_scales) {\n";
     os << R"(  extern __shared__ unsigned char smem_raw[];
   // 128-byte swizzle repeats every 1024 bytes: stages start on that boundary.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const u32 full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + 8 * STAGES;
+  const u32 c_tiles = base + STAGES * STAGE_BYTES;  // C_TILE_BYTES (asynchronous C store), a multiple of 1024
+  const u32 full_bar = c_tiles + C_TILE_BYTES, empty_bar = full_bar + 8 * STAGES;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int rank = blockIdx.x % CLUSTER, first_unit = blockIdx.x / CLUSTER, unit_step = gridDim.x / CLUSTER;
   if (threadIdx.x == 0) {
@@ -253,6 +273,10 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
 )";
     os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << consumer_regs << ";\\n\");\n";
     os << R"(  const int consumer = wg - 1, warp = tid / 32, lane = tid % 32;
+  // this warpgroup's C tile in shared memory (asynchronous C store), as a shared and a generic address
+  const u32 c_tile_s = c_tiles + consumer * (C_TILE_BYTES / CONSUMERS);
+  char* const c_tile = (char*)smem_raw + (c_tile_s - smem_u32(smem_raw));
+  (void)c_tile; (void)tma_c;
   char* const C0 = (char*)c_ptr;
   const char* bias = (const char*)bias_ptr;
   (void)bias; (void)a_scales; (void)b_scales;
@@ -285,7 +309,13 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
 
     // epilogue: thread owns rows r and r + 8 and columns 2q, 2q + 1 of each 8-column slice
     char* C = C0 + (i64)batch * STRIDE_C;
-    const int row0 = m0 + consumer * 64 + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
+    const int m_wg = m0 + consumer * 64;
+    const int row0 = m_wg + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
+)";
+    if (plan.c_tma)
+        os << R"(    // the previous tile's store has finished reading this warpgroup's C tile
+    if (tid == 0) bulk_wait_read();
+    warpgroup_sync(1 + consumer);
 )";
     // Dequantization scales (fp8): per tensor once, per row per h, per column per slice.
     if (fp8) {
@@ -311,13 +341,34 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
         os << "        v0 *= " << s0 << ";\n        v1 *= " << s1 << ";\n";
     }
     os << "        char* c = C + (i64)row * LDC + (i64)col * EC;\n";
-    if (plan.c_pairs) {
+    if (plan.c_tma) {
+        // Into this warpgroup's shared C tile: element (r, cl) at box cl / EPB, row r, its 16-byte chunk XOR-ed
+        // with r % 8 (the 128-byte swizzle the C tensor map names): a warp's 8 rows hit 8 different bank groups.
+        os << "        const int r = row - m_wg, cl = col - n0, byte = (cl % EPB) * EC;\n";
+        os << "        c_store2(c_tile + (cl / EPB) * (64 * 128) + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15),\n"
+              "                 finish(v0, c, row, col, bias), finish(v1, c + EC, row, col + 1, bias));\n";
+    } else if (plan.c_pairs) {
         os << "        c_store2(c, finish(v0, c, row, col, bias), finish(v1, c + EC, row, col + 1, bias));\n";
     } else {
         os << "        c_store(c, finish(v0, c, row, col, bias));\n";
         os << "        " << (tail_n ? "if (col + 1 < N) " : "") << "c_store(c + EC, finish(v1, c + EC, row, col + 1, bias));\n";
     }
-    os << "      }\n    }\n  }\n  }\n";
+    os << "      }\n    }\n";
+    if (plan.c_tma) {
+        os << R"(    // the tile is in shared memory: one thread hands it to the copy engine and the warpgroup moves on
+    fence_async_smem();
+    warpgroup_sync(1 + consumer);
+    if (tid == 0) {
+#pragma unroll
+      for (int box = 0; box < BN / EPB; ++box)
+        if (n0 + box * (int)EPB < N) tma_store(&tma_c, c_tile_s + box * (64 * 128), n0 + box * EPB, m_wg, batch);
+      bulk_commit();
+    }
+)";
+    }
+    os << "  }\n";
+    if (plan.c_tma) os << "  if (tid == 0) bulk_wait_all();  // the last tile's store has read shared memory\n";
+    os << "  }\n";
     if (cluster > 1) os << "  cluster_sync();  // no CTA leaves while its peer may still signal its barriers\n";
     os << "}\n";
 
