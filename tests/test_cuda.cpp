@@ -984,7 +984,7 @@ TEST_CASE("cuda sm90: CTA pairs sharing B against float64", "[cuda]") {
     pair_tn.act = Activation::relu;
     pair_tn.want_generator = kSm90;
     cases.push_back(pair_tn);
-    setenv("JITMM_CUDA_TILE", "sm90:128x256x4x2", 1);
+    setenv("JITMM_CUDA_TILE", "sm90:128x256x3x2", 1);
     run_cases(cases);
     unsetenv("JITMM_CUDA_TILE");
 }

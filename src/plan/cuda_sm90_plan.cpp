@@ -177,7 +177,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     }
     // CTA pairs sharing B (cluster 2x1, each loads half and multicasts it) are correct but measured 2x slower
     // per CTA on the H100 (4096^3 bf16: 337 vs 646 TFLOP/s, at any grid size), so they are only a knob
-    // (JITMM_CUDA_TILE=sm90:128x256x4x2) until the pair's pipeline is understood.
+    // (JITMM_CUDA_TILE=sm90:128x256x3x2) until the pair's pipeline is understood.
     plan.cluster_m = 1;
     if (!apply_choice(plan, target, std::getenv("JITMM_CUDA_TILE"))) apply_choice(plan, target, choice.c_str());
 
