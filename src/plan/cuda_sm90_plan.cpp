@@ -80,10 +80,10 @@ bool apply_choice(Sm90GemmPlan& plan, const CudaTarget& target, const char* text
     return true;
 }
 
-// The asynchronous C store (shared memory -> TMA) for 16-bit C with 16-byte aligned rows and batch strides.
+// The asynchronous C store (shared memory -> TMA) for C with 16-byte aligned rows and batch strides.
 bool c_tma_applies(const Problem& p) {
     const int64_t ec = dtype_size(p.c_type);
-    return ec == 2 && p.n % 2 == 0 && (p.ldc * ec) % 16 == 0 &&
+    return (ec == 2 || ec == 4) && p.n % 2 == 0 && (p.ldc * ec) % 16 == 0 &&
            (p.batch == 1 || (p.stride_c > 0 && (p.stride_c * ec) % 16 == 0));
 }
 
@@ -98,6 +98,13 @@ constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 128, 0.88}, {1, 256, 0.8
                                     {2, 64, 0.65},  {1, 128, 0.62}, {1, 64, 0.45}};
 
 }  // namespace
+
+int Sm90GemmPlan::c_cols() const {
+    const int per_box = 128 / c_bytes;  // the C tensor map's box: 128 bytes of a row
+    for (int passes = 1; passes <= 4; ++passes)
+        if (bn % passes == 0 && bn / passes * c_bytes <= 512 && (bn / passes) % per_box == 0) return bn / passes;
+    return per_box;
+}
 
 std::string Sm90GemmPlan::describe() const {
     char buf[200];

@@ -23,14 +23,17 @@ struct Sm90GemmPlan {
     bool a_k_major = true;      // A stored with K contiguous (not transposed)
     bool b_k_major = false;     // B stored with K contiguous (transposed, a Linear layer's weight)
     bool c_pairs = true;        // two adjacent C elements per store (ldc and N even)
-    bool c_tma = false;         // 16-bit C: the epilogue writes a swizzled tile into shared memory and the copy
-                                // engine stores it while the consumers go on with the next tile
+    bool c_tma = false;         // the epilogue writes a swizzled C tile into shared memory and the copy engine
+                                // stores it while the consumers go on with the next tile
     int c_bytes = 2;            // C element size (shared-memory C tile)
+    // The shared C tile holds c_cols() columns (at most 512 bytes a row): the epilogue fills and hands it over
+    // bn / c_cols() times per tile.
+    int c_cols() const;
 
     int threads() const { return 128 * (1 + consumers); }
     int64_t stage_bytes() const { return int64_t{bm + bn} * 128; }
     // Stages, the barriers, and 1 KiB to align the stages to the 128-byte swizzle's 1024-byte period.
-    int64_t c_tile_bytes() const { return c_tma ? int64_t{bm} * bn * c_bytes : 0; }
+    int64_t c_tile_bytes() const { return c_tma ? int64_t{bm} * c_cols() * c_bytes : 0; }
     int64_t smem_bytes() const { return stages * stage_bytes() + c_tile_bytes() + 1024 + 2 * 8 * stages; }
     std::string describe() const;
     void append_key(KeyWriter& w) const;

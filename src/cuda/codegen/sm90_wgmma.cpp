@@ -165,7 +165,8 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     os << "constexpr u32 A_STAGE = BM * 128, B_STAGE = BN * 128, STAGE_BYTES = A_STAGE + B_STAGE;  // 128 bytes of K per row\n";
     if (plan.c_tma) {
         os << "// C tiles in shared memory, one per consumer: boxes of 64 rows x 128 bytes (EPB elements), swizzled\n";
-        os << "constexpr u32 EPB = " << 128 / ec << ", C_WG_BYTES = 64 * BN * " << ec << ", C_TILE_BYTES = CONSUMERS * C_WG_BYTES;\n";
+        os << "constexpr u32 EPB = " << 128 / ec << ", CN = " << plan.c_cols() << ", C_WG_BYTES = 64 * CN * " << ec
+           << ", C_TILE_BYTES = CONSUMERS * C_WG_BYTES;  // CN columns at a time\n";
     } else {
         os << "constexpr u32 C_TILE_BYTES = 0;\n";
     }
@@ -312,8 +313,10 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     const int m_wg = m0 + consumer * 64;
     const int row0 = m_wg + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
 )";
+    const int passes = plan.c_tma ? plan.bn / plan.c_cols() : 1;
+    os << "#pragma unroll\n    for (int pass = 0; pass < " << passes << "; ++pass) {  // C columns pass * CN ..\n";
     if (plan.c_tma)
-        os << R"(    // the previous tile's store has finished reading this warpgroup's C tile
+        os << R"(    // the previous store from this warpgroup's C tile has finished reading it
     if (tid == 0) bulk_wait_read();
     warpgroup_sync(1 + consumer);
 )";
@@ -325,7 +328,8 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     os << "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int row = row0 + 8 * h;\n";
     if (tail_m) os << "      if (row >= M) continue;\n";
     if (fp8 && p.a_scale == ScaleMode::per_row) os << "      const float sa_row = a_scales[row];\n";
-    os << "#pragma unroll\n      for (int j = 0; j < BN / 8; ++j) {\n        const int col = col0 + 8 * j;\n";
+    os << "#pragma unroll\n      for (int j = pass * (BN / 8 / " << passes << "); j < (pass + 1) * (BN / 8 / " << passes
+       << "); ++j) {\n        const int col = col0 + 8 * j;\n";
     if (tail_n) os << "        if (col >= N) continue;\n";
     os << "        Acc v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];\n";
     if (fp8 && p.quantized()) {
@@ -344,7 +348,7 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     if (plan.c_tma) {
         // Into this warpgroup's shared C tile: element (r, cl) at box cl / EPB, row r, its 16-byte chunk XOR-ed
         // with r % 8 (the 128-byte swizzle the C tensor map names): a warp's 8 rows hit 8 different bank groups.
-        os << "        const int r = row - m_wg, cl = col - n0, byte = (cl % EPB) * EC;\n";
+        os << "        const int r = row - m_wg, cl = col - n0 - pass * CN, byte = (cl % EPB) * EC;\n";
         os << "        c_store2(c_tile + (cl / EPB) * (64 * 128) + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15),\n"
               "                 finish(v0, c, row, col, bias), finish(v1, c + EC, row, col + 1, bias));\n";
     } else if (plan.c_pairs) {
@@ -360,13 +364,15 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     warpgroup_sync(1 + consumer);
     if (tid == 0) {
 #pragma unroll
-      for (int box = 0; box < BN / EPB; ++box)
-        if (n0 + box * (int)EPB < N) tma_store(&tma_c, c_tile_s + box * (64 * 128), n0 + box * EPB, m_wg, batch);
+      for (int box = 0; box < CN / EPB; ++box) {
+        const int n_box = n0 + pass * CN + box * EPB;
+        if (n_box < N) tma_store(&tma_c, c_tile_s + box * (64 * 128), n_box, m_wg, batch);
+      }
       bulk_commit();
     }
 )";
     }
-    os << "  }\n";
+    os << "    }\n  }\n";
     if (plan.c_tma) os << "  if (tid == 0) bulk_wait_all();  // the last tile's store has read shared memory\n";
     os << "  }\n";
     if (cluster > 1) os << "  cluster_sync();  // no CTA leaves while its peer may still signal its barriers\n";
