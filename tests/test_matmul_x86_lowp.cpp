@@ -788,6 +788,44 @@ TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by 
     CHECK(recipe_of(1024, 1024, 1024).find("packA") != std::string::npos);
 }
 
+TEST_CASE("x86 lowp AMX: packed A panels kept across N blocks (several K blocks, tails, threads)", "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    // 64-column B blocks make several N blocks per task: the A panels of the first are reused by the others.
+    setenv("JITMM_X86_LOWP_NC", "64", 1);
+    std::mt19937 rng(777);
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+            for (int variant = 0; variant < 3; ++variant) {
+                Case c;
+                c.a = t;
+                c.b = t == JITMM_DTYPE_BF16 ? t : JITMM_DTYPE_S8;
+                const bool int8 = t != JITMM_DTYPE_BF16;
+                c.c = int8 ? (variant == 2 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32) : JITMM_DTYPE_F32;
+                c.m = std::vector<int64_t>{70, 96, 33}[variant];
+                c.n = std::vector<int64_t>{200, 257, 128}[variant];
+                // 2 KB rows: two K blocks; A packed for its power-of-two stride, or transposed.
+                c.k = (int8 ? 2048 : 1024) + (variant == 1 ? 64 : 0);
+                c.ta = variant == 2;
+                c.tb = it % 2 == 1;
+                c.ldc_pad = variant == 1 ? 3 : 0;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                    c.beta = variant == 2 ? 0.5f : 0.0f;
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+    unsetenv("JITMM_X86_LOWP_NC");
+}
+
 TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_bf16) {
         WARN("SKIPPED: no AVX512-BF16 on this CPU");
