@@ -12,9 +12,6 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <utility>
 
 namespace jitmm::bench {
@@ -92,7 +89,7 @@ jitmm_dtype parse_dtype_arg(const std::string& flag, const std::string& value) {
     return t;
 }
 
-// --a-scale / --b-scale values and the a_scale / b_scale cells of a shape file. *error is set on a bad value.
+// --a-scale / --b-scale values (shape files' a_scale / b_scale cells are read by core/shape_csv). *error is set on a bad value.
 bool parse_scale_mode(bool is_a, const std::string& value, jitmm_scale_mode* mode, std::string* error) {
     std::string v;
     for (const char ch : value) v += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -109,104 +106,6 @@ bool parse_scale_mode(bool is_a, const std::string& value, jitmm_scale_mode* mod
         return false;
     }
     return true;
-}
-
-std::string trim_cell(const std::string& s) {
-    size_t b = 0, e = s.size();
-    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-    return s.substr(b, e - b);
-}
-
-std::vector<std::string> split_commas(const std::string& line) {
-    std::vector<std::string> cells;
-    size_t start = 0;
-    while (true) {
-        const size_t comma = line.find(',', start);
-        cells.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-        if (comma == std::string::npos) return cells;
-        start = comma + 1;
-    }
-}
-
-// A shape file, with the bench's own a_scale / b_scale columns: the library's reader (core/shape_csv) does
-// not know them, so they are cut out of every line here (line numbers kept), the rest goes to the reader,
-// and the modes are set on the rows it returns.
-std::vector<ShapeRow> read_shapes(const std::string& path) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) return read_shape_file(path);  // the reader says why it cannot open it
-    std::stringstream buffer;
-    buffer << file.rdbuf();
-    const std::string text = buffer.str();
-    std::vector<std::string> lines;
-    for (size_t start = 0; start <= text.size();) {
-        const size_t nl = std::min(text.find('\n', start), text.size());
-        lines.push_back(text.substr(start, nl - start));
-        start = nl + 1;
-    }
-    auto is_content = [](const std::string& line) {
-        const std::string t = trim_cell(line);
-        return !t.empty() && t[0] != '#';
-    };
-    // The header: the first line with content (a byte-order mark before it is not part of a name).
-    size_t header = lines.size();
-    for (size_t i = 0; i < lines.size(); ++i) {
-        std::string line = lines[i];
-        if (i == 0 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line = line.substr(3);
-        if (is_content(line)) {
-            header = i;
-            break;
-        }
-    }
-    if (header == lines.size()) return read_shape_file(path);
-    int a_col = -1, b_col = -1;
-    {
-        std::string line = lines[header];
-        if (header == 0 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line = line.substr(3);
-        const std::vector<std::string> names = split_commas(line);
-        for (size_t c = 0; c < names.size(); ++c) {
-            std::string name;
-            for (const char ch : trim_cell(names[c])) name += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-            if (name == "a_scale" || name == "a_scale_mode") a_col = static_cast<int>(c);
-            if (name == "b_scale" || name == "b_scale_mode") b_col = static_cast<int>(c);
-        }
-    }
-    if (a_col < 0 && b_col < 0) return read_shape_file(path);
-
-    std::map<int, std::pair<std::string, std::string>> scale_cells;  // 1-based line -> (a, b)
-    std::string kept;
-    for (size_t i = 0; i < lines.size(); ++i) {
-        if (i < header || !is_content(lines[i])) {
-            kept += lines[i] + (i + 1 < lines.size() ? "\n" : "");
-            continue;
-        }
-        std::vector<std::string> cells = split_commas(lines[i]);
-        std::string a_cell, b_cell, line;
-        bool first = true;
-        for (size_t c = 0; c < cells.size(); ++c) {
-            if (static_cast<int>(c) == a_col) {
-                a_cell = trim_cell(cells[c]);
-            } else if (static_cast<int>(c) == b_col) {
-                b_cell = trim_cell(cells[c]);
-            } else {
-                line += (first ? "" : ",") + cells[c];
-                first = false;
-            }
-        }
-        if (i > header) scale_cells[static_cast<int>(i) + 1] = {a_cell, b_cell};
-        kept += line + (i + 1 < lines.size() ? "\n" : "");
-    }
-    std::vector<ShapeRow> rows = parse_shape_csv(kept, path);
-    for (ShapeRow& row : rows) {
-        const auto it = scale_cells.find(row.line);
-        if (it == scale_cells.end()) continue;
-        std::string error;
-        if (!parse_scale_mode(true, it->second.first, &row.desc.a_scale_mode, &error))
-            fail(JITMM_STATUS_INVALID_VALUE, path + ":" + std::to_string(row.line) + ": column 'a_scale': " + error);
-        if (!parse_scale_mode(false, it->second.second, &row.desc.b_scale_mode, &error))
-            fail(JITMM_STATUS_INVALID_VALUE, path + ":" + std::to_string(row.line) + ": column 'b_scale': " + error);
-    }
-    return rows;
 }
 
 // --peer takes "a,b" lists and "all"; names are checked against the registry (a peer that is registered
@@ -404,7 +303,7 @@ Options parse_args(int argc, char** argv) {
             throw UsageError("--shapes: shape options (--m, --dtype, ...) cannot be combined with a shape file");
         }
         try {
-            o.shapes = read_shapes(shapes_path);
+            o.shapes = read_shape_file(shapes_path);
         } catch (const Error& e) {
             throw UsageError(e.what());
         }

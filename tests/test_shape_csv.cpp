@@ -43,6 +43,9 @@ void require_same_desc(const jitmm_matmul_desc& got, const jitmm_matmul_desc& wa
     CHECK(got.epilogue == want.epilogue);
     CHECK(got.bias_type == want.bias_type);
     CHECK(got.bias_layout == want.bias_layout);
+    CHECK(got.a_scale_mode == want.a_scale_mode);
+    CHECK(got.b_scale_mode == want.b_scale_mode);
+    CHECK(got.a_zero_point == want.a_zero_point);
 }
 
 // Runs the parser on text that must fail; returns the error so the test can look at it.
@@ -108,6 +111,9 @@ TEST_CASE("shape csv: random descs round-trip through header + row", "[shape_csv
         desc.epilogue = static_cast<jitmm_epilogue>(pick(0, JITMM_EPILOGUE_COUNT - 1));
         desc.bias_type = static_cast<jitmm_dtype>(pick(0, JITMM_DTYPE_COUNT - 1));
         desc.bias_layout = static_cast<jitmm_bias_layout>(pick(0, 1));
+        desc.a_scale_mode = static_cast<jitmm_scale_mode>(pick(0, 1) ? pick(0, 2) : 0);          // none/tensor/row
+        desc.b_scale_mode = static_cast<jitmm_scale_mode>(pick(0, 1) ? pick(0, 1) : 3 * pick(0, 1));  // none/tensor/column
+        desc.a_zero_point = pick(0, 3) == 0 ? pick(-128, 255) : 0;
         const std::string device = devices[pick(0, 4)];
 
         const std::string text = jitmm::shape_csv_header() + jitmm::shape_csv_row(desc, device);
@@ -124,7 +130,7 @@ TEST_CASE("shape csv: the written header names every field once", "[shape_csv]")
     const std::string header = jitmm::shape_csv_header();
     CHECK(header ==
           "m,n,k,batch_count,stride_a,stride_b,stride_c,a_type,b_type,c_type,trans_a,trans_b,"
-          "lda,ldb,ldc,alpha,beta,epilogue,bias_type,bias_layout,device\n");
+          "lda,ldb,ldc,alpha,beta,epilogue,bias_type,bias_layout,a_scale,b_scale,a_zero_point,device\n");
     jitmm_matmul_desc desc = default_desc();
     desc.m = 64;
     desc.n = 32;
@@ -133,7 +139,20 @@ TEST_CASE("shape csv: the written header names every field once", "[shape_csv]")
     desc.bias_layout = JITMM_BIAS_PER_ROW;
     desc.alpha = 0.5f;
     CHECK(jitmm::shape_csv_row(desc, "cpu") ==
-          "64,32,16,1,0,0,0,f32,f32,f32,0,0,0,0,0,0.5,0,bias_gelu_tanh,f32,row,cpu\n");
+          "64,32,16,1,0,0,0,f32,f32,f32,0,0,0,0,0,0.5,0,bias_gelu_tanh,f32,row,none,none,0,cpu\n");
+    desc.a_type = JITMM_DTYPE_U8;
+    desc.a_scale_mode = JITMM_SCALE_PER_ROW;
+    desc.b_scale_mode = JITMM_SCALE_PER_COLUMN;
+    desc.a_zero_point = 128;
+    const auto rows = jitmm::parse_shape_csv(jitmm::shape_csv_header() + jitmm::shape_csv_row(desc, "cpu"), "scales");
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].desc.a_scale_mode == JITMM_SCALE_PER_ROW);
+    CHECK(rows[0].desc.b_scale_mode == JITMM_SCALE_PER_COLUMN);
+    CHECK(rows[0].desc.a_zero_point == 128);
+    // A's scales are per row, B's per column: the other way round is an error naming the column.
+    CHECK_THROWS_WITH(jitmm::parse_shape_csv("m,n,k,a_scale\n1,2,3,column\n", "bad"),
+                      Catch::Contains("a_scale"));
+    CHECK_THROWS_WITH(jitmm::parse_shape_csv("m,n,k,b_scale\n1,2,3,row\n", "bad"), Catch::Contains("b_scale"));
 }
 
 TEST_CASE("shape csv: a subset header leaves the other fields at their defaults", "[shape_csv]") {

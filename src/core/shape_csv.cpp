@@ -37,6 +37,9 @@ enum class Column {
     epilogue,
     bias_type,
     bias_layout,
+    a_scale,
+    b_scale,
+    a_zero_point,
     device,
     dtype,
 };
@@ -47,7 +50,7 @@ struct ColumnName {
 };
 
 // The writer emits these in this order (all but the "dtype" shorthand, which is last so it can be skipped).
-constexpr std::array<ColumnName, 22> kColumns = {{
+constexpr std::array<ColumnName, 25> kColumns = {{
     {"m", Column::m},
     {"n", Column::n},
     {"k", Column::k},
@@ -68,6 +71,9 @@ constexpr std::array<ColumnName, 22> kColumns = {{
     {"epilogue", Column::epilogue},
     {"bias_type", Column::bias_type},
     {"bias_layout", Column::bias_layout},
+    {"a_scale", Column::a_scale},
+    {"b_scale", Column::b_scale},
+    {"a_zero_point", Column::a_zero_point},
     {"device", Column::device},
     {"dtype", Column::dtype},
 }};
@@ -176,6 +182,26 @@ jitmm_bias_layout parse_bias_layout(const CellContext& ctx, const std::string& c
     ctx.fail_cell(cell.empty() ? "empty cell, expected column/row" : "unknown bias layout (expected column/row)", cell);
 }
 
+// Quantization scale granularity: none (or an empty cell), tensor, and row (A) or column (B).
+jitmm_scale_mode parse_scale(const CellContext& ctx, const std::string& cell, bool is_a) {
+    const std::string v = lower(cell);
+    if (v.empty() || v == "none") return JITMM_SCALE_NONE;
+    if (v == "tensor" || v == "per_tensor") return JITMM_SCALE_PER_TENSOR;
+    if (is_a && (v == "row" || v == "per_row")) return JITMM_SCALE_PER_ROW;
+    if (!is_a && (v == "column" || v == "per_column")) return JITMM_SCALE_PER_COLUMN;
+    ctx.fail_cell(is_a ? "unknown A scale (expected none/tensor/row)" : "unknown B scale (expected none/tensor/column)",
+                  cell);
+}
+
+const char* scale_name(jitmm_scale_mode m) {
+    switch (m) {
+        case JITMM_SCALE_PER_TENSOR: return "tensor";
+        case JITMM_SCALE_PER_ROW: return "row";
+        case JITMM_SCALE_PER_COLUMN: return "column";
+        default: return "none";
+    }
+}
+
 // Lines are split on '\n'; a trailing '\r' goes with the trim. A UTF-8 byte-order mark (spreadsheet
 // exports) is dropped from the first line.
 std::vector<std::string> split_lines(const std::string& text) {
@@ -217,6 +243,14 @@ void apply_cell(Column column, const CellContext& ctx, const std::string& cell, 
         case Column::epilogue: d.epilogue = parse_epilogue(ctx, cell); break;
         case Column::bias_type: d.bias_type = parse_dtype(ctx, cell); break;
         case Column::bias_layout: d.bias_layout = parse_bias_layout(ctx, cell); break;
+        case Column::a_scale: d.a_scale_mode = parse_scale(ctx, cell, true); break;
+        case Column::b_scale: d.b_scale_mode = parse_scale(ctx, cell, false); break;
+        case Column::a_zero_point: {
+            const int64_t z = parse_int64(ctx, cell);
+            if (z < INT32_MIN || z > INT32_MAX) ctx.fail_cell("zero point out of the int32 range", cell);
+            d.a_zero_point = static_cast<int32_t>(z);
+            break;
+        }
         case Column::device: row->device = cell; break;  // empty: the tool's default device
         case Column::dtype: {
             const jitmm_dtype t = parse_dtype(ctx, cell);
@@ -349,6 +383,9 @@ std::string shape_csv_row(const jitmm_matmul_desc& desc, const std::string& devi
         epilogue,
         dtype_name_or_fail(desc.bias_type),
         desc.bias_layout == JITMM_BIAS_PER_ROW ? "row" : "column",
+        scale_name(desc.a_scale_mode),
+        scale_name(desc.b_scale_mode),
+        std::to_string(desc.a_zero_point),
         trim(device),
     };
     std::string row;
