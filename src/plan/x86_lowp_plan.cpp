@@ -256,6 +256,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // streams from L2 beside the B block, which tileloadd sustains (measured 2.3-2.6 TFLOP/s with both
         // operands from L2). Measured bf16 1 thread: 2048^3 23.0 -> 20.1 ms, 2048x4096x4096 NT 96.8 -> 86.9 ms;
         // 1024^3 (K = 2 KB) stays faster with the L1 block (the wider A repacks cost more than the drains).
+        // What the drain is (standalone kernel, random bf16, rdtsc per 32 x 32 block, 2.6 GHz TSC): with the A
+        // tile in L1 (kc 512) the four tile stores cost ~100-150 TSC per block wherever C lies (hot, an L2
+        // strip, cold memory with a 4 KB row stride; prefetchw of C, stores interleaved into the next block's
+        // first step and a store to the stack plus a vector copy changed nothing); with A streaming from L2
+        // (kc 1024) the same stores cost ~800 (the tile loads of A and B then take the whole L2 bandwidth,
+        // 64 B per cycle). Without any store a block runs at ~1150-1200 TSC in both the standalone kernel and
+        // this driver (2.2-2.3 TFLOP/s sustained; 2.9 only in the first milliseconds); the stores in the
+        // driver still cost ~300 (strip) to ~500 (C) per block, more than standalone, cause not isolated.
         if (p.k * esz >= kAmxLongRowBytes) {
             kc_limit = kAmxLongRowBytes / esz;
             long_k = true;
