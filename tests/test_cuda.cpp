@@ -966,6 +966,46 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
     run_cases(cases);
 }
 
+// Split K (partial sums in a workspace, a reduction kernel adds them in order and applies the epilogue): the
+// planner's choice for a few-tile shape, and forced with the knob on tails, batches, every epilogue part, s8
+// (exact sums) and fp8 with scales; the workspace comes from the stream-ordered pool.
+TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
+    constexpr const char* kSm90 = "cuda_sm90_wgmma";
+    {
+        std::vector<Case> planned;
+        Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+        llm.want_generator = kSm90;
+        planned.push_back(llm);
+        run_cases(planned);
+        if (sm90_device()) {
+            const auto plan = jitmm::plan::plan_sm90_gemm(problem_of(llm), jitmm::plan::cuda_target_from_arch("sm_90a"));
+            CHECK(plan.split_k > 1);
+        }
+    }
+    std::vector<Case> cases;
+    Case tails{100, 1000, 3000, 2, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    tails.alpha = 0.5f, tails.beta = 1.0f, tails.bias = BiasKind::per_column, tails.act = Activation::gelu_tanh;
+    tails.want_generator = kSm90;
+    cases.push_back(tails);
+    Case odd_n{77, 333, 2048, 1, true, false, JITMM_DTYPE_F16, JITMM_DTYPE_F32};
+    odd_n.bias = BiasKind::per_row, odd_n.bias_f32 = true, odd_n.act = Activation::silu;
+    odd_n.lda_pad = 3, odd_n.ldb_pad = 3;  // 80- and 336-element rows: 16-byte aligned
+    odd_n.want_generator = kSm90;
+    cases.push_back(odd_n);
+    Case s8{64, 512, 8192, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    s8.beta = 1.0f, s8.bias = BiasKind::per_column, s8.act = Activation::relu;
+    s8.want_generator = kSm90;
+    cases.push_back(s8);
+    Case fp8{130, 640, 4096, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
+    fp8.in_b = JITMM_DTYPE_F8_E5M2;
+    fp8.a_scale = jitmm::ScaleMode::per_row, fp8.b_scale = jitmm::ScaleMode::per_column;
+    fp8.want_generator = kSm90;
+    if (sm90_device()) cases.push_back(fp8);
+    setenv("JITMM_CUDA_TILE", "sm90:128x128x6x1x3", 1);
+    run_cases(cases);
+    unsetenv("JITMM_CUDA_TILE");
+}
+
 // CTA pairs sharing B (cluster 2x1, multicast TMA): not the planner's choice yet (slower), so forced with the
 // tuning knob; they must be right all the same.
 TEST_CASE("cuda sm90: CTA pairs sharing B against float64", "[cuda]") {

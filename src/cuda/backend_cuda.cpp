@@ -182,6 +182,15 @@ public:
               "cuLaunchKernel");
     }
 
+    // A second kernel of the same module (the split-K reduction), launched on stream after the first.
+    void launch_other(const char* name, unsigned grid, unsigned block, void** params, void* stream) const {
+        const DriverApi& drv = device_->drv();
+        CUfunction f = nullptr;
+        check(drv.cuModuleGetFunction(&f, module_, name), ("cuModuleGetFunction(" + std::string(name) + ")").c_str());
+        check(drv.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, static_cast<CUstream>(stream), params, nullptr),
+              "cuLaunchKernel(reduction)");
+    }
+
     // The SM80 kernels' parameters: (a, b, c, bias).
     void launch_sm80(const RunArgs& args) const {
         const void* a = args.a;
@@ -304,8 +313,39 @@ public:
         const void* bias = args.bias;
         const float* a_scales = args.a_scales;
         const float* b_scales = args.b_scales;
-        void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales};
-        main_.launch(params, args.stream);
+        if (sm90_->split_k == 1) {
+            void* ws = nullptr;
+            void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales, &ws};
+            main_.launch(params, args.stream);
+            return;
+        }
+        // Split K: the partial sums in a workspace, the caller's when it is big enough, else stream-ordered
+        // memory from the device's pool (allocated and freed in stream order: no synchronization).
+        const size_t bytes = size_t(sm90_->split_k) * size_t(p_.batch) * size_t(p_.m) * size_t(p_.n) * 4;
+        CUdeviceptr ws_ptr = 0;
+        const bool own = args.workspace == nullptr || args.workspace_size < bytes;
+        if (own)
+            check(entry(drv.cuMemAllocAsync, "cuMemAllocAsync")(&ws_ptr, bytes, static_cast<CUstream>(args.stream)),
+                  "cuMemAllocAsync(split-K workspace)");
+        else
+            ws_ptr = reinterpret_cast<CUdeviceptr>(args.workspace);
+        void* ws = reinterpret_cast<void*>(ws_ptr);
+        try {
+            void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales, &ws};
+            main_.launch(params, args.stream);
+            const int64_t total = p_.batch * p_.m * p_.n;
+            const unsigned grid =
+                static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, int64_t{target_.sm_count} * 8));
+            const void* ws_in = ws;
+            void* reduce_params[] = {&ws_in, &c, &bias, &a_scales, &b_scales};
+            main_.launch_other("jitmm_sm90_splitk_reduce", grid, 256, reduce_params, args.stream);
+        } catch (...) {
+            if (own) (void)drv.cuMemFreeAsync(ws_ptr, static_cast<CUstream>(args.stream));
+            throw;
+        }
+        if (own)
+            check(entry(drv.cuMemFreeAsync, "cuMemFreeAsync")(ws_ptr, static_cast<CUstream>(args.stream)),
+                  "cuMemFreeAsync(split-K workspace)");
     }
 
 private:

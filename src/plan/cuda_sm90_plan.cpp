@@ -60,18 +60,20 @@ bool b_splits(const Sm90GemmPlan& plan) { return plan.b_k_major ? plan.bn % 16 =
 // any plan.
 bool apply_choice(Sm90GemmPlan& plan, const CudaTarget& target, const char* text) {
     if (text == nullptr || std::strncmp(text, "sm90:", 5) != 0) return false;
-    int bm = 0, bn = 0, stages = 0, cluster = 1;
-    const int fields = std::sscanf(text, "sm90:%dx%dx%dx%d", &bm, &bn, &stages, &cluster);
+    int bm = 0, bn = 0, stages = 0, cluster = 1, split = 1;
+    const int fields = std::sscanf(text, "sm90:%dx%dx%dx%dx%d", &bm, &bn, &stages, &cluster, &split);
     if (fields < 3 || (bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 != 0 || stages < 2 || stages > 8 ||
-        (cluster != 1 && cluster != 2))
+        (cluster != 1 && cluster != 2) || split < 1 || split > 16 || (split > 1 && cluster > 1))
         fail(JITMM_STATUS_INVALID_VALUE,
-             std::string("sm90 recipe: expected sm90:BMxBNxSTAGES[xCLUSTER] (BM 64 or 128, BN 16..256, "
-                         "cluster 1 or 2), got \"") + text + "\"");
+             std::string("sm90 recipe: expected sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT_K]] (BM 64 or 128, BN 16..256, "
+                         "cluster 1 or 2, split 1..16, not both), got \"") + text + "\"");
     plan.bm = bm;
     plan.consumers = bm / 64;
     plan.bn = bn;
     plan.stages = stages;
     plan.cluster_m = cluster;
+    plan.split_k = split;
+    if (split > 1) plan.c_tma = false;  // the partial sums go to the workspace, the reduction stores C
     if (cluster == 2 && !b_splits(plan))
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + ": B tile cannot be split in two");
     if (plan.smem_bytes() > target.smem_per_block_optin)
@@ -94,8 +96,8 @@ struct TileCandidate {
 
 // 128x256 (two consumer warpgroups of 64x256) is the tile that keeps Hopper's tensor cores busiest; the
 // narrower ones trade some of that for filling all SMs when the problem has few tiles.
-constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 128, 0.88}, {1, 256, 0.80},
-                                    {2, 64, 0.65},  {1, 128, 0.62}, {1, 64, 0.45}};
+constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 128, 0.88}, {1, 256, 0.75},
+                                    {2, 64, 0.60},  {1, 128, 0.50}, {1, 64, 0.32}};
 
 }  // namespace
 
@@ -107,16 +109,16 @@ int Sm90GemmPlan::c_cols() const {
 }
 
 std::string Sm90GemmPlan::describe() const {
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 ctas=%d group_m=%d a=%s b=%s%s",
-                  bm, bn, bk, consumers, stages, cluster_m, ctas, group_m, a_k_major ? "k-major" : "m-major",
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 split_k=%d ctas=%d group_m=%d a=%s b=%s%s",
+                  bm, bn, bk, consumers, stages, cluster_m, split_k, ctas, group_m, a_k_major ? "k-major" : "m-major",
                   b_k_major ? "k-major" : "n-major", c_tma ? " c=tma" : c_pairs ? "" : " c=single");
     return buf;
 }
 
 void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
-    w.i64('n', ctas).i64('l', cluster_m).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
+    w.i64('n', ctas).i64('l', cluster_m).i64('k', split_k).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
 }
 
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not) {
@@ -156,23 +158,39 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     plan.c_tma = c_tma_applies(p);
     plan.c_bytes = static_cast<int>(dtype_size(p.c_type));
 
-    // The tile with the least estimated time: the busiest SM's share of tiles (a persistent grid of one CTA
-    // per SM walks them in turn), each at the tile's efficiency.
+    // The tile and K split with the least estimated time: the busiest SM's share of work units (a persistent
+    // grid of one CTA per SM walks them in turn), each at the tile's efficiency, plus for a split the partial
+    // sums' round trip through L2 and the reduction kernel's launch. Rates are the H100's, roughly.
     const TileCandidate* best = nullptr;
+    int best_split = 1;
     double best_time = 0;
+    const int64_t kt = ceil_div(p.k, plan.bk);
+    constexpr double kSmRate = 5.5e12;   // dense tensor-core FLOP/s of one SM at the 128x256 tile (measured)
+    constexpr double kL2Rate = 6.0e12;   // bytes/s for the partial sums (written once, read once, L2-resident)
+    constexpr double kUnitRamp = 1.5e-6; // pipeline fill and epilogue of one work unit
     for (const TileCandidate& t : kTiles) {
         const int bm = 64 * t.consumers;
         const double tiles = double(ceil_div(p.m, bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
-        const double per_sm = std::ceil(tiles / target.sm_count);
-        const double time = per_sm * bm * t.bn / t.efficiency;
-        if (best == nullptr || time < best_time * 0.98) {
-            best = &t;
-            best_time = time;
+        for (int split = 1; split <= 8; ++split) {
+            if (split > 1 && (kt < 4 * split || tiles * split > 2.0 * target.sm_count)) break;
+            const double per_sm = std::ceil(tiles * split / target.sm_count);
+            double time = per_sm * (2.0 * bm * t.bn * double(p.k) / split / (kSmRate * t.efficiency) + kUnitRamp);
+            if (split > 1)
+                time += double(split) * 8.0 * double(p.m) * double(p.n) * double(p.batch) / kL2Rate + 3e-6;
+            // A split must win clearly: it costs a workspace and a second launch.
+            const double margin = split > 1 ? 0.9 : 0.98;
+            if (best == nullptr || time < best_time * margin) {
+                best = &t;
+                best_split = split;
+                best_time = time;
+            }
         }
     }
     plan.consumers = best->consumers;
     plan.bm = 64 * best->consumers;
     plan.bn = best->bn;
+    plan.split_k = best_split;
+    if (plan.split_k > 1) plan.c_tma = false;
 
     // As deep as shared memory allows (up to 6): the producer runs that many k-blocks ahead.
     plan.stages = 2;
@@ -188,7 +206,8 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     plan.cluster_m = 1;
     if (!apply_choice(plan, target, std::getenv("JITMM_CUDA_TILE"))) apply_choice(plan, target, choice.c_str());
 
-    const int64_t units = ceil_div(ceil_div(p.m, plan.bm), plan.cluster_m) * ceil_div(p.n, plan.bn) * p.batch;
+    const int64_t units =
+        ceil_div(ceil_div(p.m, plan.bm), plan.cluster_m) * ceil_div(p.n, plan.bn) * p.batch * plan.split_k;
     plan.ctas = static_cast<int>(std::min<int64_t>(units, target.sm_count / plan.cluster_m) * plan.cluster_m);
     plan.group_m = 8;
     const int64_t ec = dtype_size(p.c_type);
@@ -221,6 +240,13 @@ std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget
             if (consumers == 2 && p.m <= 64) continue;
             out.push_back("sm90:" + std::to_string(t.bm) + "x" + std::to_string(bn) + "x" + std::to_string(t.stages));
         }
+    // The heuristic's split of K, when it splits, and the neighbouring split counts with the same tile.
+    const Sm90GemmPlan h = plan_sm90_gemm(p, target);
+    if (h.split_k > 1)
+        for (int split : {h.split_k / 2, h.split_k, h.split_k * 2})
+            if (split > 1 && split <= 16)
+                out.push_back("sm90:" + std::to_string(h.bm) + "x" + std::to_string(h.bn) + "x" +
+                              std::to_string(h.stages) + "x1x" + std::to_string(split));
     return out;
 }
 

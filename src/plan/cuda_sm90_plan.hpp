@@ -19,6 +19,9 @@ struct Sm90GemmPlan {
     int stages = 4;             // shared-memory pipeline depth (TMA producer runs this far ahead)
     int group_m = 8;            // tile raster: group_m tile rows walked together (L2 reuse)
     int cluster_m = 1;          // 2: CTA pairs on vertically adjacent tiles share B (each loads half, multicast)
+    int split_k = 1;            // > 1: K cut in split_k ranges (more work units than tiles, for shapes that would
+                                // leave SMs idle); partial sums go to a workspace, a second kernel adds them in
+                                // fixed order and applies the epilogue
     int ctas = 132;             // persistent grid: CTAs that loop over the tiles (a multiple of cluster_m)
     bool a_k_major = true;      // A stored with K contiguous (not transposed)
     bool b_k_major = false;     // B stored with K contiguous (transposed, a Linear layer's weight)

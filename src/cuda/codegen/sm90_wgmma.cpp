@@ -131,6 +131,41 @@ void emit_wgmma(std::ostringstream& os, const Problem& p, const Sm90GemmPlan& pl
        << reg << "\"(d[i]) :: \"memory\");\n}\n";
 }
 
+// The split-K reduction: one thread per element of C, the splits added in order 0..SPLIT-1 (the same result
+// for every launch), then scales and the epilogue, one store.
+void emit_split_reduce(std::ostringstream& os, const Problem& p) {
+    const bool fp8 = p.a_type == JITMM_DTYPE_F8_E4M3 || p.a_type == JITMM_DTYPE_F8_E5M2;
+    os << R"(
+// ---- split-K reduction
+extern "C" __global__ void __launch_bounds__(256) jitmm_sm90_splitk_reduce(const Acc* __restrict__ ws,
+    void* __restrict__ c_ptr, const void* __restrict__ bias_ptr, const float* __restrict__ a_scales,
+    const float* __restrict__ b_scales) {
+  const i64 total = BATCH * M * N;
+  const char* bias = (const char*)bias_ptr;
+  (void)bias; (void)a_scales; (void)b_scales;
+  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < total; i += (i64)gridDim.x * 256) {
+    Acc v = ws[i];
+#pragma unroll
+    for (int s = 1; s < SPLIT; ++s) v += ws[i + s * total];
+    const i64 batch = i / ((i64)M * N);
+    const int rem = (int)(i - batch * M * N), row = rem / N, col = rem % N;
+)";
+    if (fp8 && p.quantized()) {
+        std::string s = "1.0f";
+        auto mul = [&](const std::string& b) { s = s == "1.0f" ? b : s + " * " + b; };
+        if (p.a_scale == ScaleMode::per_tensor) mul("a_scales[0]");
+        if (p.a_scale == ScaleMode::per_row) mul("a_scales[row]");
+        if (p.b_scale == ScaleMode::per_tensor) mul("b_scales[0]");
+        if (p.b_scale == ScaleMode::per_column) mul("b_scales[col]");
+        os << "    v *= " << s << ";\n";
+    }
+    os << R"(    char* c = (char*)c_ptr + batch * STRIDE_C + (i64)row * LDC + (i64)col * EC;
+    c_store(c, finish(v, c, row, col, bias));
+  }
+}
+)";
+}
+
 }  // namespace
 
 GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
@@ -160,8 +195,10 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     os << "constexpr int TILES_M = " << tiles_m << ", TILES_N = " << tiles_n << ", KT = " << ceil_div(p.k, plan.bk)
        << ";\n";
     os << "// work units: CLUSTER vertically adjacent tiles (one per CTA of a cluster), walked in groups of GROUP_U rows\n";
-    os << "constexpr int CLUSTER = " << cluster << ", UNITS_M = " << units_m << ", UNITS = " << units_m * tiles_n * p.batch
-       << ", GROUP_U = " << std::max(1, plan.group_m / cluster) << ";\n";
+    os << "constexpr int CLUSTER = " << cluster << ", UNITS_M = " << units_m << ", SPLIT = " << plan.split_k
+       << ", UNITS = " << units_m * tiles_n * p.batch * plan.split_k << ", GROUP_U = " << std::max(1, plan.group_m / cluster)
+       << ";  // SPLIT: K ranges per tile\n";
+    os << "constexpr i64 BATCH = " << p.batch << ";\n";
     os << "constexpr u32 A_STAGE = BM * 128, B_STAGE = BN * 128, STAGE_BYTES = A_STAGE + B_STAGE;  // 128 bytes of K per row\n";
     if (plan.c_tma) {
         os << "// C tiles in shared memory, one per consumer: boxes of 64 rows x 128 bytes (EPB elements), swizzled\n";
@@ -203,6 +240,13 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
   m0 = ((first + r % per_group % group_rows) * CLUSTER + rank) * BM;
   n0 = r % per_group / group_rows * BN;
 }
+// unit u: split u % SPLIT of tile unit u / SPLIT, k-blocks [kb0, kb1)
+__device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, int& batch, int& split, int& kb0, int& kb1) {
+  split = u % SPLIT;
+  tile_coords(u / SPLIT, rank, m0, n0, batch);
+  kb0 = split * KT / SPLIT;
+  kb1 = (split + 1) * KT / SPLIT;
+}
 )";
 
     // ---- the kernel
@@ -213,7 +257,8 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     if (cluster > 1) os << "__cluster_dims__(" << cluster << ", 1, 1) ";
     os << "__launch_bounds__(" << plan.threads() << ", 1) " << out.name
        << "(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, const __grid_constant__ TmaMap tma_c, void* __restrict__ c_ptr, "
-          "const void* __restrict__ bias_ptr, const float* __restrict__ a_scales, const float* __restrict__ b_scales) {\n";
+          "const void* __restrict__ bias_ptr, const float* __restrict__ a_scales, const float* __restrict__ b_scales, "
+          "Acc* __restrict__ ws) {\n";
     os << R"(  extern __shared__ unsigned char smem_raw[];
   // 128-byte swizzle repeats every 1024 bytes: stages start on that boundary.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -241,9 +286,9 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     int s = 0;
     u32 phase = 0;
     for (int u = first_unit; u < UNITS; u += unit_step) {
-      int m0, n0, batch;
-      tile_coords(u, rank, m0, n0, batch);
-      for (int kb = 0; kb < KT; ++kb) {
+      int m0, n0, batch, split, kb0, kb1;
+      unit_coords(u, rank, m0, n0, batch, split, kb0, kb1);
+      for (int kb = kb0; kb < kb1; ++kb) {
         mbar_wait(empty_bar + 8 * s, phase ^ 1u);       // the consumers (of both CTAs of a pair) released it
         const u32 bar = full_bar + 8 * s, sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
         mbar_expect_tx(bar, STAGE_BYTES);               // out-of-bounds parts are zero-filled and still counted
@@ -284,15 +329,16 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
   int s = 0;
   u32 phase = 0;
   Acc acc[NACC];
+  (void)ws;
   for (int u = first_unit; u < UNITS; u += unit_step) {
-    int m0, n0, batch;
-    tile_coords(u, rank, m0, n0, batch);
+    int m0, n0, batch, split, kb0, kb1;
+    unit_coords(u, rank, m0, n0, batch, split, kb0, kb1);
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0;
     acc_fence(acc);
     // main loop: one commit group per stage; the stage before is released once its group has completed
     int prev = -1;
-    for (int kb = 0; kb < KT; ++kb) {
+    for (int kb = kb0; kb < kb1; ++kb) {
       mbar_wait(full_bar + 8 * s, phase);
       const u32 sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
       wg_fence();
@@ -313,6 +359,29 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
     const int m_wg = m0 + consumer * 64;
     const int row0 = m_wg + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
 )";
+    if (plan.split_k > 1) {
+        // This K range's partial sums go to the workspace (split-major, then batch, row, column); the reduction
+        // kernel below adds the splits in order and applies the epilogue.
+        os << "    Acc* W = ws + ((i64)split * BATCH + batch) * M * N;\n";
+        os << "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int row = row0 + 8 * h;\n";
+        if (tail_m) os << "      if (row >= M) continue;\n";
+        os << "#pragma unroll\n      for (int j = 0; j < BN / 8; ++j) {\n        const int col = col0 + 8 * j;\n";
+        if (tail_n) os << "        if (col >= N) continue;\n";
+        os << "        Acc* w = W + (i64)row * N + col;\n";
+        if (p.n % 2 == 0) {
+            os << "        struct __align__(8) Pair { Acc x, y; } v; v.x = acc[4 * j + 2 * h]; v.y = acc[4 * j + 2 * h + 1];\n"
+                  "        *(Pair*)w = v;\n";
+        } else {
+            os << "        w[0] = acc[4 * j + 2 * h];\n        if (col + 1 < N) w[1] = acc[4 * j + 2 * h + 1];\n";
+        }
+        os << "      }\n    }\n  }\n  }\n}\n";
+        emit_split_reduce(os, p);
+        out.source = os.str();
+        out.grid[0] = plan.ctas;
+        out.block = plan.threads();
+        out.smem_bytes = plan.smem_bytes();
+        return out;
+    }
     const int passes = plan.c_tma ? plan.bn / plan.c_cols() : 1;
     os << "#pragma unroll\n    for (int pass = 0; pass < " << passes << "; ++pass) {  // C columns pass * CN ..\n";
     if (plan.c_tma)

@@ -12,7 +12,7 @@
 namespace jitmm::cuda {
 
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
-constexpr int kSm90GeneratorVersion = 4;
+constexpr int kSm90GeneratorVersion = 5;
 
 // The kernel's parameters are (const __grid_constant__ CUtensorMap tma_a, ... tma_b, void* c,
 // const void* bias, const float* a_scales, const float* b_scales); the tensor maps are built per call
