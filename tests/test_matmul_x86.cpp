@@ -430,3 +430,54 @@ TEST_CASE("x86 f32: K split results are bit-identical run to run for a thread co
         }
     }
 }
+
+// The register tiles the planner may pick (forced through JITMM_X86_TILE) and the prefetch knobs
+// (JITMM_X86_PF: B rows ahead, JITMM_X86_CPF: C tile) on tails, epilogues, beta and several K blocks.
+TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][matmul]") {
+    std::mt19937 rng(31);
+    struct Knobs { const char* tile; const char* pf; const char* cpf; };
+    const Knobs avx512_knobs[] = {{"14x2", "0", "0"}, {"12x2", "8", "1"}, {"8x3", "16", "0"}, {"6x4", "4", "1"},
+                                  {"28x1", "0", "1"}, {"2x14", "8", "0"}, {"1x28", "3", "1"}, {"4x6", "0", "0"}};
+    const Knobs avx2_knobs[] = {{"6x2", "8", "1"}, {"3x3", "0", "0"}, {"2x4", "16", "1"}, {"12x1", "5", "0"}};
+    for (const Tier& tier : runnable_tiers()) {
+        const bool avx512 = tier.isa >= jitmm::hw::X86Isa::avx512;
+        const Knobs* knobs = avx512 ? avx512_knobs : avx2_knobs;
+        const int count = avx512 ? 8 : 4;
+        for (int ki = 0; ki < count; ++ki) {
+            INFO("tier " << tier.name << " tile " << knobs[ki].tile << " pf " << knobs[ki].pf << " cpf " << knobs[ki].cpf);
+            setenv("JITMM_X86_TILE", knobs[ki].tile, 1);
+            setenv("JITMM_X86_PF", knobs[ki].pf, 1);
+            setenv("JITMM_X86_CPF", knobs[ki].cpf, 1);
+            jitmm_engine* e = make_engine(tier.name, 1 + ki % 2);
+            const Case cases[] = {
+                {131, 77, 1100, 1, false, false, 0, 0, 3, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_ERF},
+                {45, 130, 600, 1, true, true, 2, 1, 0, 0.5f, 1.0f, JITMM_EPILOGUE_SILU, JITMM_BIAS_PER_ROW},
+                {29, 33, 70, 2, false, true, 0, 0, 0, -1.0f, 0.5f, JITMM_EPILOGUE_BIAS_RELU},
+                {7, 300, 513, 1, true, false, 0, 3, 1, 1.0f, -1.0f, JITMM_EPILOGUE_BIAS},
+            };
+            for (const Case& c : cases) check_case(e, c, rng);
+            jitmm_engine_destroy(e);
+        }
+    }
+    unsetenv("JITMM_X86_TILE");
+    unsetenv("JITMM_X86_PF");
+    unsetenv("JITMM_X86_CPF");
+}
+
+// The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles
+// (fewer B lines per FMA) win with long K blocks; with few rows and B from memory the 3-vector tile stays.
+TEST_CASE("x86 f32 planner: register tiles and K blocks", "[x86][plan]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    const auto big = jitmm::plan::plan_x86_gemm_f32(plain_problem(1024, 1024, 1024, false, false), cpu, isa, 1);
+    CHECK(big.layout.nv == 2);
+    CHECK(big.kc == 512);
+    const auto llm = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 4096, 4096, false, true), cpu, isa, 1);
+    CHECK(llm.layout.mr == 8);
+    CHECK(llm.layout.nv == 3);
+    // Both still fit the register file with the epilogue's temporaries.
+    for (const auto& plan : {big, llm})
+        CHECK(plan.layout.mr * plan.layout.nv + jitmm::x86::kEpilogueTemps <= 32);
+}

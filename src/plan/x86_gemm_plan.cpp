@@ -43,24 +43,37 @@ constexpr int64_t kMinSplitK = 512;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-// Estimated cycles of the tile grid: per tile and k step, the largest of the FMA issue (2 per cycle), the
-// load issue (2 per cycle), the B vectors streaming from L2 (about one 64-byte line per 2 cycles) and the
-// FMA latency chain (4 cycles per step when few accumulators are live).
-double tile_cost(const Problem& p, TileShape t, int vlen) {
+// Estimated cycles of the tile grid: per tile and k step, the largest of the FMA issue (2 per cycle) plus,
+// when `l2_lines` is set, the B lines the step streams in from L2 (measured about half a cycle each that
+// the FMAs do not hide: from a packed panel in L2, 6x4 tiles reach ~85% of the FMA peak, 8x3 ~89%, 14x2
+// ~92%), the load issue (broadcasts and B vectors, ~1.5 per cycle alongside the FMAs), the B vectors
+// streaming from memory (about one 64-byte line per 2 cycles) and the FMA latency chain (4 cycles per step
+// when few accumulators are live).
+double tile_cost(const Problem& p, TileShape t, int vlen, bool l2_lines) {
     const double tiles = double(ceil_div(p.m, t.mr)) * double(ceil_div(p.n, int64_t(t.nv) * vlen));
     const double b_loads = b_from_memory(t.mr, vlen == 16) ? t.mr * t.nv : t.nv;
-    const double fma = t.mr * t.nv / 2.0, loads = (t.mr + b_loads) / 2.0, stream = t.nv * vlen / 8.0;
+    const double b_lines = l2_lines ? t.nv * vlen / 16.0 : 0.0;
+    const double fma = t.mr * t.nv / 2.0 + 0.5 * b_lines, loads = (t.mr + b_loads) / 1.5, stream = t.nv * vlen / 8.0;
     return tiles * std::max({fma, loads, stream, 4.0});
 }
 
-TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row) {
+// Whether B streams from L2 to the FMAs, as far as the tile choice and K block go: more of it than fits beside
+// A in L1, and either many row tiles per B block or all of B in L2. With few rows and B from memory, the
+// packing traffic dominates: wide panels pack faster (128x4096x4096: 8x3 ~10% ahead of 12x2 and 14x2) and
+// shorter K blocks do a little better.
+bool b_streams_from_l2(const Problem& p, int64_t l1, int64_t l2) {
+    const double b_bytes = 4.0 * double(p.k) * double(p.n);
+    return b_bytes > double(l1) / 2 && (p.m >= 256 || b_bytes <= double(l2));
+}
+
+TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, bool l2_lines) {
     const int vlen = avx512 ? 16 : 8;
     TileShape best{0, 0};
     double best_cost = 0;
     auto consider = [&](TileShape t) {
         // Rows of A are addressed by 32-bit displacements: a huge lda limits the rows per tile.
         if (int64_t(t.mr) * lda_bytes_per_row >= (int64_t(1) << 31)) return;
-        const double c = tile_cost(p, t, vlen);
+        const double c = tile_cost(p, t, vlen, l2_lines);
         if (best.mr == 0 || c < best_cost * 0.999 ||
             (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv)) {
             best = t;
@@ -80,7 +93,10 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const bool avx512 = isa >= hw::X86Isa::avx512;
     auto& L = plan.layout;
     L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
-    TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4);
+    const int64_t l1 = cpu.l1d_bytes > 0 ? cpu.l1d_bytes : 32 * 1024;
+    const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
+    const bool l2_lines = b_streams_from_l2(p, l1, l2);
+    TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4, l2_lines);
     // JITMM_X86_TILE=RxV forces the register tile (rows x vectors): a tuning knob, not for production.
     if (const char* forced = std::getenv("JITMM_X86_TILE")) {
         int r = 0, v = 0;
@@ -99,13 +115,14 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.k_unroll = 4;
     L.b_from_memory = b_from_memory(L.mr, avx512);
     const int64_t nr = plan.nr();
+    // Tuning knobs (not for production): JITMM_X86_PF = B prefetch distance in k steps, JITMM_X86_CPF = 0/1.
+    if (const char* v = std::getenv("JITMM_X86_PF")) L.b_prefetch_k = std::max(0, std::atoi(v));
+    if (const char* v = std::getenv("JITMM_X86_CPF")) L.c_prefetch = std::atoi(v) != 0;
 
     // Cache blocking from the probed sizes (defaults when the probe could not tell). The microkernel
     // broadcasts A and loads B vectors: the A row tile (mr x kc) is the operand reused across every B
     // panel, so it stays in L1, while the packed B block (kc x nc) streams from L2 (the BLIS arrangement
     // with the roles of A and B swapped).
-    const int64_t l1 = cpu.l1d_bytes > 0 ? cpu.l1d_bytes : 32 * 1024;
-    const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
     const int64_t m_tiles = ceil_div(p.m, L.mr);
     const int64_t n_tiles = ceil_div(p.n, nr);
     // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles.
@@ -113,7 +130,10 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     plan.pack_b = p.trans_b || m_tiles > 4;
     // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
     // whole of N (a few dozen concurrent streams the prefetchers follow) instead of hopping between rows.
-    int64_t kc_limit = plan.pack_b ? std::clamp<int64_t>(l1 / 4 / (int64_t(L.mr) * 4), 64, 512) : 32;
+    // The A row tile may fill 5/8 of L1 where B streams from L2 (fewer K blocks, fewer C round trips: 14x2
+    // tiles then run 512-long blocks), a quarter where B comes from memory.
+    const int64_t a_budget = l2_lines ? l1 * 5 / 8 : l1 / 4;
+    int64_t kc_limit = plan.pack_b ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512) : 32;
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(16, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
@@ -192,6 +212,7 @@ void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('L', layout.ldb);
     w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);
+    w.i64('f', layout.b_prefetch_k * 2 + (layout.c_prefetch ? 1 : 0));
 }
 
 }  // namespace jitmm::plan

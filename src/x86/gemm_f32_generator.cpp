@@ -32,6 +32,7 @@ public:
         align(16);
         const size_t entry = getSize();
         begin_variant(v);
+        prefetch_c(v);
         zero_accumulators();
         k_loop(v.k_len);
         epilogue(v);
@@ -56,6 +57,7 @@ public:
             lea_offset(rdx, r14, t.c_offset);
             lea_offset(rcx, r15, t.bias_offset);
             begin_variant(t.variant);
+            prefetch_c(t.variant);
             zero_accumulators();
             k_loop(t.variant.k_len);
             epilogue(t.variant);
@@ -134,7 +136,33 @@ private:
     int64_t a_k_bytes() const { return L_.trans_a ? L_.lda * 4 : 4; }    // between steps k
     int64_t b_k_bytes() const { return L_.ldb * 4; }
 
+    // Lines of one B row the kernel reads (a packed panel row: the full width).
+    int b_row_lines() const {
+        const int bytes = (L_.b_packed ? L_.nv * vlen_ : cols_) * 4;
+        return (bytes + 63) / 64;
+    }
+    // prefetcht0 of line `line` of the B row `b_prefetch_k` steps after step u (none past the tile's lines).
+    void prefetch_b(int u, int line) {
+        if (L_.b_prefetch_k <= 0 || line >= b_row_lines()) return;
+        const int64_t off = int64_t(u + L_.b_prefetch_k) * b_k_bytes() + line * 64;
+        if (off > INT32_MAX) return;
+        prefetcht0(ptr[rsi + static_cast<int32_t>(off)]);
+    }
+
+    // The C tile's lines, so that the epilogue's reads and stores find them in L1 after the K loop.
+    void prefetch_c(const UkernelVariant& v) {
+        if (!L_.c_prefetch) return;
+        const int lines = (v.cols * 4 + 63) / 64;
+        const int64_t span = int64_t(v.rows - 1) * L_.ldc * 4 + lines * 64;
+        if (span > INT32_MAX) return;
+        for (int i = 0; i < v.rows; ++i)
+            for (int l = 0; l < lines; ++l)
+                prefetcht0(ptr[rdx + static_cast<int32_t>(int64_t(i) * L_.ldc * 4 + l * 64)]);
+    }
+
     void k_step(int u) {
+        // The B prefetches ride between the row broadcasts, one line after each row (the rest at the end).
+        int next_line = 0;
         if (L_.b_from_memory) {
             // Few rows: each B vector feeds its FMAs straight from memory (L1), freeing the registers for
             // a wider tile. The direct-B tail vector is merge-masked: masked lanes are neither loaded nor added.
@@ -144,8 +172,10 @@ private:
                     const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
                     if (is_tail_vector(j) && !L_.b_packed) vfmadd231ps(acc(i, j) | k1, bcast(), src);
                     else vfmadd231ps(acc(i, j), bcast(), src);
+                    if (j % 2 == 1) prefetch_b(u, next_line++);
                 }
             }
+            while (next_line < b_row_lines()) prefetch_b(u, next_line++);
             return;
         }
         for (int j = 0; j < nvec_; ++j) {
@@ -157,7 +187,9 @@ private:
             const int64_t a_off = u * a_k_bytes() + i * a_row_bytes();
             vbroadcastss(bcast(), ptr[rdi + a_off]);
             for (int j = 0; j < nvec_; ++j) vfmadd231ps(acc(i, j), bvec(j), bcast());
+            prefetch_b(u, next_line++);
         }
+        while (next_line < b_row_lines()) prefetch_b(u, next_line++);
     }
 
     void lea_offset(const Reg64& dst, const Reg64& base, int64_t bytes) {
@@ -267,13 +299,13 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
             fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: variant outside the tile");
         const size_t nvec = static_cast<size_t>((v.cols + vlen - 1) / vlen);
-        capacity += 1024 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + v.rows * (10 + nvec * 7)) * 2 +
-                    static_cast<size_t>(v.rows) * nvec * 400;
+        capacity += 1024 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + v.rows * (10 + nvec * 7)) * 2 +
+                    static_cast<size_t>(v.rows) * nvec * 440;
     }
     for (const auto& t : whole) {
         const size_t nvec = static_cast<size_t>((t.variant.cols + vlen - 1) / vlen);
-        capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 12 + t.variant.rows * (10 + nvec * 7)) * 2 +
-                    static_cast<size_t>(t.variant.rows) * nvec * 400;
+        capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + t.variant.rows * (10 + nvec * 7)) * 2 +
+                    static_cast<size_t>(t.variant.rows) * nvec * 440;
     }
     if (finish) capacity += 256 + static_cast<size_t>((finish->n + vlen - 1) / vlen) * 448;
     return emit_code("gemm_f32", capacity, [&](uint8_t* buffer, size_t size) {

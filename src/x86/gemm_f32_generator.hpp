@@ -35,6 +35,9 @@ struct GemmF32Layout {
     Activation activation = Activation::none;
     int k_unroll = 4;
     bool b_from_memory = false;           // AVX-512, mr <= 2: FMAs read B from memory (no B registers)
+    int b_prefetch_k = 0;                 // > 0: prefetcht0 the B row this many k steps ahead (its lines
+                                          // spread over the broadcasts); a packed panel runs on into the next
+    bool c_prefetch = false;              // prefetch the C tile's lines into L1 at the start of the kernel
 };
 
 struct UkernelVariant {
