@@ -966,22 +966,20 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
     run_cases(cases);
 }
 
-// Split K (partial sums in a workspace, a reduction kernel adds them in order and applies the epilogue): the
-// planner's choice for a few-tile shape, and forced with the knob on tails, batches, every epilogue part, s8
-// (exact sums) and fp8 with scales; the workspace comes from the stream-ordered pool.
+// Split K (partial sums in a workspace, a reduction kernel adds them in order and applies the epilogue): a
+// tuning candidate, forced with the knob here on tails, batches, every epilogue part, s8 (exact sums) and fp8
+// with scales; the workspace comes from the stream-ordered pool.
 TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     constexpr const char* kSm90 = "cuda_sm90_wgmma";
-    {
-        std::vector<Case> planned;
-        Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
-        llm.want_generator = kSm90;
-        planned.push_back(llm);
-        run_cases(planned);
-        if (sm90_device()) {
-            const auto plan = jitmm::plan::plan_sm90_gemm(problem_of(llm), jitmm::plan::cuda_target_from_arch("sm_90a"));
-            CHECK(plan.split_k > 1);
-        }
-    }
+    // The cost model would split a few-tile shape when allowed, and tuning offers that split.
+    Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    const auto h100 = jitmm::plan::cuda_target_from_arch("sm_90a");
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100, "", true).split_k > 1);
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100).split_k == 1);
+    bool offered = false;
+    for (const std::string& c : jitmm::plan::sm90_tune_candidates(problem_of(llm), h100))
+        offered = offered || std::count(c.begin(), c.end(), 'x') == 4;
+    CHECK(offered);
     std::vector<Case> cases;
     Case tails{100, 1000, 3000, 2, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     tails.alpha = 0.5f, tails.beta = 1.0f, tails.bias = BiasKind::per_column, tails.act = Activation::gelu_tanh;

@@ -49,7 +49,9 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
 
 // Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER]", from
 // the tuning store) that replaces the heuristic's tile; JITMM_CUDA_TILE, when set, wins over both.
-Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const std::string& choice = "");
+// allow_split: let the cost model split K (off by default: measured slower, see the .cpp; tuning times it).
+Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const std::string& choice = "",
+                            bool allow_split = false);
 
 // The recipes jitmm_tune times for p: each tile shape at the deepest pipeline that fits.
 std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget& target);
