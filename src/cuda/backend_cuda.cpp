@@ -48,7 +48,32 @@ public:
     }
     ~Device() {
         // At process exit the driver may already be gone; nothing useful can be done with an error here.
+        if (pool_ != nullptr && drv_.cuMemPoolDestroy != nullptr) (void)drv_.cuMemPoolDestroy(pool_);
         if (drv_.cuDevicePrimaryCtxRelease != nullptr) (void)drv_.cuDevicePrimaryCtxRelease(device_);
+    }
+
+    // Scratch (split-K partial sums) in stream order from the engine's own pool, which keeps its memory
+    // between calls (a release threshold of "never"): the default pool hands memory back at every
+    // synchronization and maps it again on the next call. Null pool: cuMemAllocAsync's default pool.
+    CUdeviceptr scratch_alloc(size_t bytes, CUstream stream) const {
+        std::call_once(pool_once_, [&] {
+            if (drv_.cuMemPoolCreate == nullptr || drv_.cuMemPoolSetAttribute == nullptr) return;
+            CUmemPoolProps props{};
+            props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+            props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            props.location.id = ordinal_;
+            CUmemoryPool pool = nullptr;
+            if (drv_.cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS) return;
+            cuuint64_t keep = ~cuuint64_t{0};
+            (void)drv_.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+            pool_ = pool;
+        });
+        CUdeviceptr p = 0;
+        if (pool_ != nullptr && drv_.cuMemAllocFromPoolAsync != nullptr)
+            check(drv_.cuMemAllocFromPoolAsync(&p, bytes, pool_, stream), "cuMemAllocFromPoolAsync(scratch)");
+        else
+            check(entry(drv_.cuMemAllocAsync, "cuMemAllocAsync")(&p, bytes, stream), "cuMemAllocAsync(scratch)");
+        return p;
     }
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
@@ -62,6 +87,8 @@ private:
     int ordinal_;
     CUdevice device_ = 0;
     CUcontext context_ = nullptr;
+    mutable std::once_flag pool_once_;
+    mutable CUmemoryPool pool_ = nullptr;
 };
 
 // The primary context current on this thread for the scope (whatever the caller had stays underneath).
@@ -325,8 +352,7 @@ public:
         CUdeviceptr ws_ptr = 0;
         const bool own = args.workspace == nullptr || args.workspace_size < bytes;
         if (own)
-            check(entry(drv.cuMemAllocAsync, "cuMemAllocAsync")(&ws_ptr, bytes, static_cast<CUstream>(args.stream)),
-                  "cuMemAllocAsync(split-K workspace)");
+            ws_ptr = device_->scratch_alloc(bytes, static_cast<CUstream>(args.stream));
         else
             ws_ptr = reinterpret_cast<CUdeviceptr>(args.workspace);
         void* ws = reinterpret_cast<void*>(ws_ptr);

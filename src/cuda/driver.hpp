@@ -53,6 +53,10 @@ constexpr int kDriverAbiVersion = 12000;
     X(cuMemFree, v3020, false)                                \
     X(cuMemAllocAsync, v11020, false)                         \
     X(cuMemFreeAsync, v11020, false)                          \
+    X(cuMemPoolCreate, v11020, false)                         \
+    X(cuMemPoolDestroy, v11020, false)                        \
+    X(cuMemPoolSetAttribute, v11020, false)                   \
+    X(cuMemAllocFromPoolAsync, v11020, false)                 \
     X(cuMemcpyHtoD, v3020, false)                             \
     X(cuMemcpyDtoH, v3020, false)                             \
     X(cuMemsetD8, v3020, false)                               \
