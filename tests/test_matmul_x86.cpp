@@ -4,6 +4,7 @@
 #include "hw/cpu.hpp"
 #include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_plan.hpp"
+#include "x86/gemm_f32_split_finish.hpp"
 
 #include <catch2/catch.hpp>
 #include <jitmm/jitmm.h>
@@ -332,14 +333,19 @@ int planned_k_splits(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm::h
 
 TEST_CASE("x86 f32: K split partition", "[x86][matmul][ksplit]") {
     using jitmm::plan::choose_k_splits;
-    CHECK(choose_k_splits(1, 1, 8) == 1);    // one thread: never
-    CHECK(choose_k_splits(4, 2, 8) == 1);    // the tiles already balance
-    CHECK(choose_k_splits(1, 2, 8) == 2);
-    CHECK(choose_k_splits(3, 2, 8) == 2);    // 3 tiles on 2 threads: 6 tasks
-    CHECK(choose_k_splits(3, 4, 8) == 4);    // 12 tasks
-    CHECK(choose_k_splits(1, 4, 3) == 3);    // K allows only 3 parts
-    CHECK(choose_k_splits(1, 2, 1) == 1);
-    CHECK(choose_k_splits(9, 2, 8) == 1);    // enough tiles to share out
+    CHECK(choose_k_splits(1, 1, 1, 8) == 1);    // one thread: never
+    CHECK(choose_k_splits(4, 1, 2, 8) == 1);    // the tiles already balance
+    CHECK(choose_k_splits(1, 1, 2, 8) == 2);
+    CHECK(choose_k_splits(3, 1, 2, 8) == 2);    // 3 tiles on 2 threads: 2 tasks of 3 half tiles
+    CHECK(choose_k_splits(3, 1, 4, 8) == 4);    // one task per thread, never more
+    CHECK(choose_k_splits(1, 1, 4, 3) == 3);    // K allows only 3 parts
+    CHECK(choose_k_splits(1, 1, 2, 1) == 1);
+    CHECK(choose_k_splits(9, 1, 2, 8) == 1);    // enough tiles to share out
+    CHECK(choose_k_splits(11, 1, 16, 32) == 16);  // 64x64 in 6x64 tiles on 16 threads
+    CHECK(choose_k_splits(15, 1, 16, 32) == 1);   // 15 of 16 threads busy already: not worth a finish
+    CHECK(choose_k_splits(3, 1, 8, 32) == 8);     // 16x16 NT (dot tiles 4x6) on 8 threads: 8 tasks, not 24
+    CHECK(choose_k_splits(2, 2, 8, 8) == 4);      // two batches of one tile: 2 x 4 tasks
+    CHECK(choose_k_splits(3, 3, 4, 8) == 1);      // three batches on four threads: a part each is too few
     for (const jitmm::hw::X86Isa isa : {jitmm::hw::X86Isa::avx2, jitmm::hw::X86Isa::avx512}) {
         if (jitmm::hw::cpu_info().best_isa < isa) continue;
         CHECK(planned_k_splits(16, 16, 8192, false, false, isa, 2) > 1);
@@ -429,6 +435,43 @@ TEST_CASE("x86 f32: K split results are bit-identical run to run for a thread co
             jitmm_engine_destroy(e2);
         }
     }
+}
+
+// Larger K-split reductions (parts x M x N past kSplitFusedFinishMax) run a separate parallel finish pass;
+// smaller ones are finished by the task that completes the last part. The limit forced to 0 here sends
+// every split through the separate pass.
+TEST_CASE("x86 f32: K split with the separate finish pass", "[x86][matmul][ksplit]") {
+    std::mt19937 rng(4242);
+    const int64_t sizes[][2] = {{1, 17}, {3, 33}, {16, 16}, {17, 5}, {33, 40}, {2, 64}};
+    const int64_t old_limit = jitmm::x86::set_split_fused_finish_max(0);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {2, 3, 4}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int split = 0, it = 0;
+            for (const auto& mn : sizes) {
+                for (int layout = 0; layout < 4; ++layout, ++it) {
+                    Case c;
+                    c.m = mn[0];
+                    c.n = mn[1];
+                    c.k = 8195 + 4 * it;
+                    c.ta = layout & 1;
+                    c.tb = layout & 2;
+                    c.ldc_pad = it % 2;
+                    c.beta = (it % 3 == 1) ? 0.5f : 0.0f;
+                    c.epilogue = (it % 2) ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_BIAS_RELU;
+                    c.bias_layout = (it % 5 == 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.batch = (it % 7 == 3) ? 2 : 1;
+                    if (c.batch == 1 && planned_k_splits(c.m, c.n, c.k, c.ta, c.tb, tier.isa, threads) > 1) ++split;
+                    check_case(e, c, rng);
+                }
+            }
+            CHECK(split >= 3);
+            jitmm_engine_destroy(e);
+        }
+    }
+    jitmm::x86::set_split_fused_finish_max(old_limit);
 }
 
 // The register tiles the planner may pick (forced through JITMM_X86_TILE) and the prefetch knobs

@@ -70,8 +70,8 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, hw::X86Isa isa, int num_threa
     const int64_t max_parts = std::min<int64_t>(iterations, p.k / 512);
     plan.k_split_ready = units <= kSplitMaxUnits && max_parts >= 2 && p.n <= x86::kSplitFinishMaxWidth;
     if (plan.k_split_ready && threads > 1) {
-        plan.k_splits = choose_k_splits(units, threads, max_parts);
-        if (plan.k_splits > 1) plan.n_chunks = static_cast<int>(n_tiles);
+        plan.k_splits = choose_k_splits(units, p.batch, threads, max_parts);
+        if (plan.k_splits > 1) plan.n_chunks = 1;  // each part task covers every column tile
     }
     return plan;
 }

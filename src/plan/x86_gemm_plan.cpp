@@ -178,21 +178,21 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     plan.k_split_ready = !plan.single_call && units <= kSplitMaxUnits && max_parts >= 2 &&
                          p.n <= x86::kSplitFinishMaxWidth;
     if (plan.k_split_ready && threads > 1) {
-        plan.k_splits = choose_k_splits(units, threads, max_parts);
-        if (plan.k_splits > 1) {
-            plan.m_chunks = static_cast<int>(m_tiles);
-            plan.n_chunks = static_cast<int>(n_tiles);
-        }
+        plan.k_splits = choose_k_splits(units, p.batch, threads, max_parts);
+        if (plan.k_splits > 1) plan.m_chunks = plan.n_chunks = 1;  // each part task covers every tile
     }
     return plan;
 }
 
-int choose_k_splits(int64_t units, int threads, int64_t max_parts) {
-    if (threads <= 1 || max_parts < 2 || units % threads == 0 || units >= 4 * int64_t(threads)) return 1;
-    const int64_t least = ceil_div(threads, units);
-    for (int64_t parts = std::max<int64_t>(2, least); parts <= max_parts && parts <= 4 * int64_t(threads); ++parts)
-        if ((units * parts) % threads == 0) return static_cast<int>(parts);
-    return static_cast<int>(std::clamp<int64_t>(least, 1, max_parts));
+int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts) {
+    if (threads <= 1 || max_parts < 2 || batch < 1 || units % threads == 0 || units >= 4 * int64_t(threads)) return 1;
+    // One task per (batch, part), each over all of its batch's tiles, at most one task per thread.
+    const int64_t parts = std::min<int64_t>(max_parts, threads / batch);
+    if (parts < 2) return 1;
+    // Makespans in tile-K units: unsplit, the tiles shared out whole; split, the tasks in rounds.
+    const double unsplit = double(ceil_div(units, threads));
+    const double split = double(ceil_div(batch * parts, threads)) * double(units) / double(batch * parts);
+    return split <= 0.9 * unsplit ? static_cast<int>(parts) : 1;
 }
 
 std::string X86GemmPlan::describe() const {

@@ -32,10 +32,11 @@ struct X86GemmPlan {
 // Tile-parallel units (batch x tiles) at most this many make a shape a K-split candidate.
 constexpr int64_t kSplitMaxUnits = 16;
 
-// How many K parts feed `threads` when the shape has only `units` independent tiles: 1 when the units
-// already balance, else enough parts that units x parts divides evenly over the threads where that stays
-// within max_parts. Depends only on its arguments, so a thread count always gives the same partition.
-int choose_k_splits(int64_t units, int threads, int64_t max_parts);
+// How many K parts feed `threads` when the shape has only `units` independent tiles (over `batch` batches):
+// 1 when the tiles already balance, else one task per (batch, part), each over all the batch's tiles, as
+// many as the threads take at once (at most max_parts), when that cuts the makespan by 10% or more.
+// Depends only on its arguments, so a thread count always gives the same partition.
+int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts);
 
 // isa: the tier the kernel is generated for (avx2 or avx512; higher tiers map to avx512 for f32).
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);

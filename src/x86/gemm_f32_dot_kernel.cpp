@@ -118,42 +118,39 @@ void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, cons
     }
 }
 
-// K split: every (batch, column tile, K part) is a task writing alpha * its partial sums into a C-shaped
-// scratch slab per part; then rows of C are finished in parallel (parts added in part order, beta * C,
-// bias, activation). Part boundaries fall on whole iterations; the last part also runs the rest of K.
+// K split: every (batch, K part) is a task writing alpha * its partial sums for every column tile into a
+// C-shaped scratch slab per part (A's part read once per task, each B row's part once); run_k_split adds
+// the parts in part order and applies beta * C, bias and activation. Part boundaries fall on whole
+// iterations; the last part also runs the rest of K.
 void GemmF32DotKernel::run_split(const float* a, const float* bt, float* c, const float* bias) const {
     const int parts = plan_.k_splits;
     const int64_t mr = plan_.layout.mr, nj = plan_.layout.nj;
     const int64_t step = int64_t(plan_.layout.k_unroll) * vector_length(plan_.layout.isa);
     const int64_t iterations = p_.k / step;
-    const int64_t slab = p_.m * p_.ldc;
-    const int64_t tiles = ceil_div(p_.n, nj);
-    float* scratch = split_scratch(static_cast<size_t>(p_.batch * parts * slab));
-    auto part_task = [&](int64_t t) {
-        const int64_t batch = t / (tiles * parts), rest = t % (tiles * parts);
-        const int64_t j = (rest / parts) * nj, part = rest % parts;
+    SplitRun r;
+    r.batch = p_.batch;
+    r.m = p_.m;
+    r.n = p_.n;
+    r.ldc = p_.ldc;
+    r.stride_c = p_.stride_c;
+    r.parts = parts;
+    r.threads = plan_.threads;
+    r.bias_kind = p_.bias;
+    r.bias = bias;
+    r.c = c;
+    r.scratch = split_scratch(static_cast<size_t>(p_.batch * parts * p_.m * p_.ldc));
+    r.finish = finish_;
+    run_k_split(*runner_, r, [&](int64_t batch, int part, float* slab) {
         const int64_t it0 = iterations * part / parts, it1 = iterations * (part + 1) / parts;
         const int last = part + 1 == parts ? 1 : 0;
         const float* ab = a + batch * p_.stride_a + it0 * step;
-        const float* bb = bt + batch * p_.stride_b + j * p_.ldb + it0 * step;
-        float* out = scratch + (batch * parts + part) * slab + j;
-        const bool col_tail = j + nj > p_.n;
-        for (int64_t i = 0; i < p_.m; i += mr)
-            parts_[i + mr > p_.m][col_tail][last](ab + i * p_.lda, bb, out + i * p_.ldc, nullptr, it1 - it0);
-    };
-    const int64_t row_groups = std::min<int64_t>(p_.m, plan_.threads);
-    auto finish_task = [&](int64_t t) {
-        const int64_t batch = t / row_groups, group = t % row_groups;
-        float* slabs = scratch + batch * parts * slab;
-        float* cb = c + batch * p_.stride_c;
-        for (int64_t i = p_.m * group / row_groups; i < p_.m * (group + 1) / row_groups; ++i) {
-            float* row = slabs + i * p_.ldc;
-            sum_partials(row, slab, parts, p_.n);
-            finish_(row, nullptr, cb + i * p_.ldc, p_.bias == BiasKind::per_row ? bias + i : bias);
+        for (int64_t j = 0; j < p_.n; j += nj) {
+            const float* bb = bt + batch * p_.stride_b + j * p_.ldb + it0 * step;
+            const bool col_tail = j + nj > p_.n;
+            for (int64_t i = 0; i < p_.m; i += mr)
+                parts_[i + mr > p_.m][col_tail][last](ab + i * p_.lda, bb, slab + i * p_.ldc + j, nullptr, it1 - it0);
         }
-    };
-    runner_->parallel_for(p_.batch * tiles * parts, part_task);
-    runner_->parallel_for(p_.batch * row_groups, finish_task);
+    });
 }
 
 }  // namespace jitmm::x86

@@ -205,38 +205,28 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
     }
 }
 
-// K split: every (batch, tile, K part) is a task writing alpha * its partial sum into scratch (one C-shaped
-// slab per part, C's leading dimension, so the same microkernels serve); then rows of C are finished in
-// parallel: the parts added in part order, beta * C, bias and activation, C written once.
+// K split: every (batch, K part) is a task writing alpha * its partial sum over all the batch's tiles into
+// scratch (one C-shaped slab per part, C's leading dimension, so the same microkernels serve; B is packed
+// once per part and reused across the row tiles); the finish adds the parts in part order and applies
+// beta * C, bias and activation, C written once (run_k_split).
 void GemmF32Kernel::run_split(const float* a, const float* b, float* c, const float* bias) const {
-    const int parts = plan_.k_splits;
-    const int64_t slab = p_.m * p_.ldc;  // floats of one part of one batch
-    float* scratch = pack_buffer<2>(static_cast<size_t>(p_.batch * parts * slab));
-    const int64_t tiles = int64_t(plan_.m_chunks) * plan_.n_chunks;
-    auto part_task = [&](int64_t t) {
-        const int64_t batch = t / (tiles * parts), rest = t % (tiles * parts);
-        const int64_t tile = rest / parts, part = rest % parts;
-        int64_t m0, m1, n0, n1;
-        chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, tile / plan_.n_chunks, &m0, &m1);
-        chunk_range(p_.n, plan_.nr(), plan_.n_chunks, tile % plan_.n_chunks, &n0, &n1);
-        if (m0 >= m1 || n0 >= n1) return;
-        const int64_t kb0 = k_blocks_ * part / parts, kb1 = k_blocks_ * (part + 1) / parts;
-        run_chunk(a + batch * p_.stride_a, b + batch * p_.stride_b, scratch + (batch * parts + part) * slab, bias,
-                  m0, m1, n0, n1, kb0, kb1, true);
-    };
-    const int64_t row_groups = std::min<int64_t>(p_.m, plan_.threads);
-    auto finish_task = [&](int64_t t) {
-        const int64_t batch = t / row_groups, group = t % row_groups;
-        float* slabs = scratch + batch * parts * slab;
-        float* cb = c + batch * p_.stride_c;
-        for (int64_t i = p_.m * group / row_groups; i < p_.m * (group + 1) / row_groups; ++i) {
-            float* row = slabs + i * p_.ldc;
-            sum_partials(row, slab, parts, p_.n);
-            finish_(row, nullptr, cb + i * p_.ldc, p_.bias == BiasKind::per_row ? bias + i : bias);
-        }
-    };
-    runner_->parallel_for(p_.batch * tiles * parts, part_task);
-    runner_->parallel_for(p_.batch * row_groups, finish_task);
+    SplitRun r;
+    r.batch = p_.batch;
+    r.m = p_.m;
+    r.n = p_.n;
+    r.ldc = p_.ldc;
+    r.stride_c = p_.stride_c;
+    r.parts = plan_.k_splits;
+    r.threads = plan_.threads;
+    r.bias_kind = p_.bias;
+    r.bias = bias;
+    r.c = c;
+    r.scratch = pack_buffer<2>(static_cast<size_t>(p_.batch * r.parts * p_.m * p_.ldc));
+    r.finish = finish_;
+    run_k_split(*runner_, r, [&](int64_t batch, int part, float* slab) {
+        const int64_t kb0 = k_blocks_ * part / r.parts, kb1 = k_blocks_ * (part + 1) / r.parts;
+        run_chunk(a + batch * p_.stride_a, b + batch * p_.stride_b, slab, bias, 0, p_.m, 0, p_.n, kb0, kb1, true);
+    });
 }
 
 }  // namespace jitmm::x86

@@ -2,6 +2,10 @@
 
 #include "x86/gemm_f32_generator.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <memory>
+
 namespace jitmm::x86 {
 
 using Xbyak::Xmm;
@@ -68,6 +72,50 @@ void sum_partials(float* p0, int64_t part_stride, int parts, int64_t n) {
         const float* ps = p0 + s * part_stride;
         for (int64_t j = 0; j < n; ++j) p0[j] += ps[j];
     }
+}
+
+namespace {
+std::atomic<int64_t> fused_finish_max{kSplitFusedFinishMax};
+}  // namespace
+
+int64_t set_split_fused_finish_max(int64_t floats) { return fused_finish_max.exchange(floats); }
+
+void run_k_split(const ParallelRunner& runner, const SplitRun& r,
+                 const std::function<void(int64_t batch, int part, float* slab)>& part) {
+    const int64_t slab = r.m * r.ldc;
+    auto finish_rows = [&](int64_t batch, int64_t i0, int64_t i1) {
+        float* slabs = r.scratch + batch * r.parts * slab;
+        float* cb = r.c + batch * r.stride_c;
+        for (int64_t i = i0; i < i1; ++i) {
+            float* row = slabs + i * r.ldc;
+            sum_partials(row, slab, r.parts, r.n);
+            r.finish(row, nullptr, cb + i * r.ldc, r.bias_kind == BiasKind::per_row ? r.bias + i : r.bias);
+        }
+    };
+    const bool fused = int64_t(r.parts) * r.m * r.n <= fused_finish_max.load(std::memory_order_relaxed);
+    if (fused) {
+        // Each part's slab writes are released by its increment; the increment that completes the batch
+        // acquires them all (a chain of read-modify-writes).
+        std::unique_ptr<std::atomic<int>[]> done(new std::atomic<int>[static_cast<size_t>(r.batch)]);
+        for (int64_t b = 0; b < r.batch; ++b) done[b].store(0, std::memory_order_relaxed);
+        runner.parallel_for(r.batch * r.parts, [&](int64_t t) {
+            const int64_t batch = t / r.parts;
+            const int p = static_cast<int>(t % r.parts);
+            part(batch, p, r.scratch + (batch * r.parts + p) * slab);
+            if (done[batch].fetch_add(1, std::memory_order_acq_rel) + 1 == r.parts) finish_rows(batch, 0, r.m);
+        });
+        return;
+    }
+    runner.parallel_for(r.batch * r.parts, [&](int64_t t) {
+        const int64_t batch = t / r.parts;
+        const int p = static_cast<int>(t % r.parts);
+        part(batch, p, r.scratch + (batch * r.parts + p) * slab);
+    });
+    const int64_t groups = std::max<int64_t>(1, std::min<int64_t>(r.m, r.threads));
+    runner.parallel_for(r.batch * groups, [&](int64_t t) {
+        const int64_t batch = t / groups, g = t % groups;
+        finish_rows(batch, r.m * g / groups, r.m * (g + 1) / groups);
+    });
 }
 
 }  // namespace jitmm::x86

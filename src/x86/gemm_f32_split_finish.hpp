@@ -11,6 +11,7 @@
 // bias points at the row's bias for a per-row bias, at bias[0] for a per-column one.
 #pragma once
 
+#include "core/parallel.hpp"
 #include "core/problem.hpp"
 #include "hw/cpu.hpp"
 #include "x86/vector_math.hpp"
@@ -18,6 +19,7 @@
 #include <xbyak/xbyak.h>
 
 #include <cstdint>
+#include <functional>
 
 namespace jitmm::x86 {
 
@@ -38,5 +40,32 @@ size_t emit_split_finish(Xbyak::CodeGenerator& g, ConstantPool& pool, VectorMath
 
 // p0[j] += p_s[j] for s = 1..parts-1 in that order, j < n, where p_s = p0 + s * part_stride.
 void sum_partials(float* p0, int64_t part_stride, int parts, int64_t n);
+
+using SplitFinishFn = void (*)(const float* partial_row, const float* unused, float* c_row, const float* bias);
+
+// One K-split run, shared by the f32 families: batch x parts tasks, each computing one K part of one batch
+// (every tile of it, so that a packed operand is reused across the tiles) into its scratch slab through
+// `part` (batch, part, slab; slabs are m x ldc). The reduction: when parts x m x n is small
+// (<= kSplitFusedFinishMax floats), the task that completes a batch's last part adds that batch's parts and
+// finishes it (one fan-out per run, no second join); larger ones run after all parts as a second parallel
+// pass over row groups. Either way the parts are added in part order: bit-identical for a thread count.
+constexpr int64_t kSplitFusedFinishMax = 16384;
+
+// Overrides that limit for the runs that follow (tests: 0 forces the separate pass); returns the old value.
+int64_t set_split_fused_finish_max(int64_t floats);
+
+struct SplitRun {
+    int64_t batch = 1, m = 0, n = 0, ldc = 0, stride_c = 0;
+    int parts = 2;
+    int threads = 1;          // row groups of the separate finish pass
+    BiasKind bias_kind = BiasKind::none;
+    const float* bias = nullptr;
+    float* c = nullptr;
+    float* scratch = nullptr;  // batch * parts * m * ldc floats
+    SplitFinishFn finish = nullptr;
+};
+
+void run_k_split(const ParallelRunner& runner, const SplitRun& r,
+                 const std::function<void(int64_t batch, int part, float* slab)>& part);
 
 }  // namespace jitmm::x86
