@@ -168,9 +168,10 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     constexpr double kSmRate = 5.5e12;   // dense tensor-core FLOP/s of one SM at the 128x256 tile (measured)
     constexpr double kL2Rate = 6.0e12;   // bytes/s for the partial sums (written once, read once, L2-resident)
     constexpr double kUnitRamp = 1.5e-6; // pipeline fill and epilogue of one work unit
-    // Split K is correct but measured slower on the H100 so far (128x4096x4096 bf16: 32 us split 4 ways vs
-    // 19.5 us unsplit: the per-call stream-ordered workspace and the reduction launch cost more than the idle
-    // SMs), so the heuristic stays at one split unless allow_split; jitmm_tune times the splits.
+    // Split K is correct but measured slower on the H100 so far (128x4096x4096 bf16 with the workspace from the
+    // engine's pool: 128x128 tiles split 2 ways 28 us, 4 ways 32 us, vs 19.5 us unsplit on 64x64 tiles): the
+    // partial sums' round trip and the reduction launch cost more than the idle SMs. So the heuristic stays at
+    // one split unless allow_split; jitmm_tune times the splits.
     const int max_split = allow_split ? 8 : 1;
     for (const TileCandidate& t : kTiles) {
         const int bm = 64 * t.consumers;
