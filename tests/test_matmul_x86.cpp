@@ -524,3 +524,32 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks", "[x86][plan]") {
     for (const auto& plan : {big, llm})
         CHECK(plan.layout.mr * plan.layout.nv + jitmm::x86::kEpilogueTemps <= 32);
 }
+
+// One column panel of dense B rows (NN) is read in place, with full-length K blocks, however many row tiles
+// share it; a strided B (a submatrix) is still packed.
+TEST_CASE("x86 f32: one B panel read in place", "[x86][matmul]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    const auto in_place = jitmm::plan::plan_x86_gemm_f32(plain_problem(64, 64, 16384, false, false), cpu, isa, 1);
+    CHECK_FALSE(in_place.pack_b);
+    CHECK(in_place.kc > 32);
+    jitmm::Problem strided = plain_problem(64, 64, 16384, false, false);
+    strided.ldb = 4096;
+    CHECK(jitmm::plan::plan_x86_gemm_f32(strided, cpu, isa, 1).pack_b);
+
+    std::mt19937 rng(515);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 2);
+        const Case cases[] = {
+            {150, 60, 1300, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+            {97, 16, 3000, 1, true, false, 2, 3, 1, 0.5f, 1.0f, JITMM_EPILOGUE_RELU},
+            {300, 33, 700, 2, false, false, 0, 5, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU, JITMM_BIAS_PER_ROW},
+            {40, 30, 500, 1, false, false, 0, 0, 2, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
+        };
+        for (const Case& c : cases) check_case(e, c, rng);
+        jitmm_engine_destroy(e);
+    }
+}

@@ -127,13 +127,17 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t n_tiles = ceil_div(p.n, nr);
     // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles.
     plan.pack_a = n_tiles > 1 && m_tiles > 1;
-    plan.pack_b = p.trans_b || m_tiles > 4;
+    // One column panel of densely stored rows (NN, ldb <= 2 nr) is read front to back in place: packing it
+    // would only copy it (64x64x16384 1 thread: +10%), and its K blocks need not be short.
+    const bool b_rows_in_place = !p.trans_b && n_tiles == 1 && p.ldb <= 2 * nr;
+    plan.pack_b = !b_rows_in_place && (p.trans_b || m_tiles > 4);
     // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
     // whole of N (a few dozen concurrent streams the prefetchers follow) instead of hopping between rows.
     // The A row tile may fill 5/8 of L1 where B streams from L2 (fewer K blocks, fewer C round trips: 14x2
     // tiles then run 512-long blocks), a quarter where B comes from memory.
     const int64_t a_budget = l2_lines ? l1 * 5 / 8 : l1 / 4;
-    int64_t kc_limit = plan.pack_b ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512) : 32;
+    int64_t kc_limit =
+        (plan.pack_b || b_rows_in_place) ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512) : 32;
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(16, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
