@@ -59,10 +59,115 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
     return total;
 }
 
+// vpdpbusd: 16 lanes x 4 u8*s8 products, each a multiply and an add. The sums wrap harmlessly.
+__attribute__((target("avx512f,avx512vnni"))) float dot_chains_vnni(int64_t iterations) {
+    __m512i acc[kChains512];
+    for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_set1_epi32(j);
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 24
+        for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+    }
+    __m512i sum = acc[0];
+    for (int j = 1; j < kChains512; ++j) sum = _mm512_add_epi32(sum, acc[j]);
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, sum);
+    float total = 0.0f;
+    for (int32_t v : lanes) total += static_cast<float>(v);
+    return total;
+}
+
+// vdpbf16ps: 16 lanes x 2 bf16 products into f32. acc grows by 2 * 1e-7 per step: no overflow in a run.
+__attribute__((target("avx512f,avx512bf16"))) float dot_chains_bf16(int64_t iterations) {
+    __m512 acc[kChains512];
+    for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j) * 1e-3f);
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));
+    const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-7f), _mm512_set1_ps(1e-7f));
+    for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 24
+        for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+    }
+    __m512 sum = acc[0];
+    for (int j = 1; j < kChains512; ++j) sum = _mm512_add_ps(sum, acc[j]);
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, sum);
+    float total = 0.0f;
+    for (float v : lanes) total += v;
+    return total;
+}
+
+// vfmadd231ph: 32 f16 lanes; acc * (1 - 2^-11) + 2^-11 converges to 1 like the f32 chains.
+__attribute__((target("avx512f,avx512fp16,avx512vl,avx512bw"))) float fma_chains_f16(int64_t iterations) {
+    __m512h acc[kChains512];
+    for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_set1_ph(static_cast<_Float16>(0.5f));
+    const __m512h mul = _mm512_set1_ph(static_cast<_Float16>(0.99951171875f));
+    const __m512h add = _mm512_set1_ph(static_cast<_Float16>(0.00048828125f));
+    for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 24
+        for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_fmadd_ph(acc[j], mul, add);
+    }
+    __m512h sum = acc[0];
+    for (int j = 1; j < kChains512; ++j) sum = _mm512_add_ph(sum, acc[j]);
+    alignas(64) _Float16 lanes[32];
+    _mm512_store_ph(lanes, sum);
+    float total = 0.0f;
+    for (_Float16 v : lanes) total += static_cast<float>(v);
+    return total;
+}
+
+// AMX: palette 1, eight tiles of 16 rows x 64 bytes. Tiles 4-7 hold inputs loaded once (small values, so that
+// the data is not all zeros), tiles 0-3 accumulate: each step is four independent tile products.
+struct alignas(64) TileConfig {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t bytes_per_row[16] = {};
+    uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-bf16,amx-int8"))) float amx_chains(bool int8, int64_t iterations) {
+    TileConfig cfg;
+    for (int t = 0; t < 8; ++t) cfg.bytes_per_row[t] = 64, cfg.rows[t] = 16;
+    alignas(64) uint16_t input[16 * 32];
+    for (int i = 0; i < 16 * 32; ++i) input[i] = static_cast<uint16_t>(int8 ? 0x0103 + (i & 7) : 0x3c00 + (i & 15));
+    alignas(64) float out[16 * 16];
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, input, 64);
+    _tile_loadd(5, input, 64);
+    _tile_loadd(6, input, 64);
+    _tile_loadd(7, input, 64);
+    if (int8) {
+        for (int64_t i = 0; i < iterations; ++i) {
+            _tile_dpbusd(0, 4, 6);
+            _tile_dpbusd(1, 4, 7);
+            _tile_dpbusd(2, 5, 6);
+            _tile_dpbusd(3, 5, 7);
+        }
+    } else {
+        for (int64_t i = 0; i < iterations; ++i) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
 double flops_per_iteration(PeakKind kind) {
     switch (kind) {
         case PeakKind::f32_avx2: return 2.0 * 8 * kChains256;
         case PeakKind::f32_avx512: return 2.0 * 16 * kChains512;
+        case PeakKind::int8_vnni_avx512: return 2.0 * 64 * kChains512;
+        case PeakKind::bf16_avx512: return 2.0 * 32 * kChains512;
+        case PeakKind::f16_avx512: return 2.0 * 32 * kChains512;
+        case PeakKind::amx_bf16: return 4 * 2.0 * 16 * 16 * 32;
+        case PeakKind::amx_int8: return 4 * 2.0 * 16 * 16 * 64;
     }
     return 0.0;
 }
@@ -71,6 +176,11 @@ float run_chains(PeakKind kind, int64_t iterations) {
     switch (kind) {
         case PeakKind::f32_avx2: return fma_chains_avx2(iterations);
         case PeakKind::f32_avx512: return fma_chains_avx512(iterations);
+        case PeakKind::int8_vnni_avx512: return dot_chains_vnni(iterations);
+        case PeakKind::bf16_avx512: return dot_chains_bf16(iterations);
+        case PeakKind::f16_avx512: return fma_chains_f16(iterations);
+        case PeakKind::amx_bf16: return amx_chains(false, iterations);
+        case PeakKind::amx_int8: return amx_chains(true, iterations);
     }
     return 0.0f;
 }
@@ -131,6 +241,11 @@ const char* peak_kind_name(PeakKind kind) {
     switch (kind) {
         case PeakKind::f32_avx2: return "f32_avx2";
         case PeakKind::f32_avx512: return "f32_avx512";
+        case PeakKind::int8_vnni_avx512: return "int8_vnni_avx512";
+        case PeakKind::bf16_avx512: return "bf16_avx512";
+        case PeakKind::f16_avx512: return "f16_avx512";
+        case PeakKind::amx_bf16: return "amx_bf16";
+        case PeakKind::amx_int8: return "amx_int8";
     }
     return "?";
 }
@@ -140,11 +255,27 @@ std::vector<PeakKind> supported_peak_kinds() {
     std::vector<PeakKind> kinds;
     if (cpu.best_isa >= hw::X86Isa::avx2) kinds.push_back(PeakKind::f32_avx2);
     if (cpu.best_isa >= hw::X86Isa::avx512) kinds.push_back(PeakKind::f32_avx512);
+    // The tiers the probe found.
+    if (cpu.best_isa >= hw::X86Isa::avx512_vnni) kinds.push_back(PeakKind::int8_vnni_avx512);
+    if (cpu.best_isa >= hw::X86Isa::avx512_bf16 && cpu.avx512_bf16) kinds.push_back(PeakKind::bf16_avx512);
+    if (cpu.best_isa >= hw::X86Isa::avx512_fp16 && cpu.avx512_fp16) kinds.push_back(PeakKind::f16_avx512);
+    if (cpu.best_isa >= hw::X86Isa::amx) {
+        if (cpu.amx_bf16) kinds.push_back(PeakKind::amx_bf16);
+        if (cpu.amx_int8) kinds.push_back(PeakKind::amx_int8);
+    }
     return kinds;
 }
 
 bool peak_kind_for_generator(const std::string& generator, PeakKind* kind) {
-    if (generator.rfind("x86_f32_", 0) != 0) return false;
+    // The low-precision generators: the instruction their inner loop is made of.
+    if (generator == "x86_bf16_amx") return *kind = PeakKind::amx_bf16, true;
+    if (generator == "x86_int8_amx") return *kind = PeakKind::amx_int8, true;
+    if (generator == "x86_int8_vnni_avx512") return *kind = PeakKind::int8_vnni_avx512, true;
+    if (generator == "x86_bf16_dot_avx512") return *kind = PeakKind::bf16_avx512, true;
+    // f32 FMA: the f32 generators and the bf16/f16 ones that convert to f32 first.
+    const bool f32_math = generator.rfind("x86_f32_", 0) == 0 || generator.rfind("x86_bf16_f32_", 0) == 0 ||
+                          generator.rfind("x86_f16_f32_", 0) == 0;
+    if (!f32_math) return false;
     if (generator.find("avx512") != std::string::npos) {
         *kind = PeakKind::f32_avx512;
         return true;

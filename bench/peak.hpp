@@ -11,10 +11,12 @@
 
 namespace jitmm::bench {
 
-// One entry per kind of arithmetic a generator emits. Later: bf16 (vdpbf16ps), int8 (vpdpbusd), AMX tiles.
-enum class PeakKind { f32_avx2, f32_avx512 };
+// One entry per kind of arithmetic a generator emits: f32 FMA (AVX2, AVX-512), int8 dot products (vpdpbusd,
+// AVX512-VNNI), bf16 dot products (vdpbf16ps, AVX512-BF16), f16 FMA (vfmadd231ph, AVX512-FP16), and AMX tile
+// products (tdpbf16ps, tdpbusd: four accumulator tiles from tiles already loaded). int8 counts ops, not flops.
+enum class PeakKind { f32_avx2, f32_avx512, int8_vnni_avx512, bf16_avx512, f16_avx512, amx_bf16, amx_int8 };
 
-const char* peak_kind_name(PeakKind kind);  // "f32_avx2", "f32_avx512"
+const char* peak_kind_name(PeakKind kind);  // "f32_avx2", "f32_avx512", "int8_vnni_avx512", ..., "amx_int8"
 // The kinds this CPU (as probed) can run, in increasing order.
 std::vector<PeakKind> supported_peak_kinds();
 // The kind that bounds a kernel from this generator ("x86_f32_avx512" -> f32_avx512); false for a generator
