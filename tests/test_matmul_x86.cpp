@@ -475,7 +475,8 @@ TEST_CASE("x86 f32: K split with the separate finish pass", "[x86][matmul][kspli
 }
 
 // The register tiles the planner may pick (forced through JITMM_X86_TILE) and the prefetch knobs
-// (JITMM_X86_PF: B rows ahead, JITMM_X86_CPF: C tile) on tails, epilogues, beta and several K blocks.
+// (JITMM_X86_PF: B rows ahead, JITMM_X86_CPF: C tile, JITMM_X86_APF: the next A tile) on tails, epilogues,
+// beta and several K blocks.
 TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][matmul]") {
     std::mt19937 rng(31);
     struct Knobs { const char* tile; const char* pf; const char* cpf; };
@@ -491,6 +492,7 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
             setenv("JITMM_X86_TILE", knobs[ki].tile, 1);
             setenv("JITMM_X86_PF", knobs[ki].pf, 1);
             setenv("JITMM_X86_CPF", knobs[ki].cpf, 1);
+            setenv("JITMM_X86_APF", ki % 3 == 2 ? "0" : "1", 1);
             jitmm_engine* e = make_engine(tier.name, 1 + ki % 2);
             const Case cases[] = {
                 {131, 77, 1100, 1, false, false, 0, 0, 3, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_ERF},
@@ -505,6 +507,7 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
     unsetenv("JITMM_X86_TILE");
     unsetenv("JITMM_X86_PF");
     unsetenv("JITMM_X86_CPF");
+    unsetenv("JITMM_X86_APF");
 }
 
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles

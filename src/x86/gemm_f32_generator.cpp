@@ -16,8 +16,9 @@ namespace {
 using Xbyak::Xmm;
 using Xbyak::Reg64;
 
-// Register plan (System V): rdi = A, rsi = B, rdx = C, rcx = bias; r8 = K-loop counter; r9 = A's per-k
-// step when it is not an immediate; r10 = B's per-k step when it is not an immediate; r11 = C row cursor.
+// Register plan (System V): rdi = A, rsi = B, rdx = C, rcx = bias, r8 = the A row to prefetch; rax = K-loop
+// counter; r9 = A's per-k step when it is not an immediate; r10 = B's per-k step when it is not an
+// immediate; r11 = C row cursor.
 class GemmF32Emitter : public Xbyak::CodeGenerator {
 public:
     GemmF32Emitter(const GemmF32Layout& layout, uint8_t* buffer, size_t capacity)
@@ -219,12 +220,17 @@ private:
         const int64_t remainder = k_len % unroll;
         if (iterations > 0) {
             Xbyak::Label loop;
-            mov(r8, iterations);
+            mov(rax, iterations);
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
+            if (L_.a_prefetch && !L_.trans_a) {
+                // The next A tile's row, unroll floats per iteration: one call covers the row's K range.
+                prefetcht1(ptr[r8]);
+                add(r8, unroll * 4);
+            }
             advance(rdi, r9, unroll * a_k_bytes());
             advance(rsi, r10, unroll * b_k_bytes());
-            dec(r8);
+            dec(rax);
             jnz(loop, T_NEAR);
         }
         for (int u = 0; u < remainder; ++u) k_step(u);

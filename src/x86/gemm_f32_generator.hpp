@@ -1,7 +1,7 @@
 // The f32 GEMM microkernel generator (AVX-512 and AVX2): emits, into one code buffer, the register-blocked
 // microkernels a shape needs. Each computes one C tile (rows x cols) over one K block:
 //
-//   void ukernel(const float* a, const float* b, float* c, const float* bias);
+//   void ukernel(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch);
 //
 //   acc[rows][cols] = sum_k op(A)[i][k] * B[k][j]      (broadcast-FMA, accumulators stay in registers)
 //   first K block:  acc = alpha*acc + beta*C           (C not read when beta == 0)
@@ -38,6 +38,9 @@ struct GemmF32Layout {
     int b_prefetch_k = 0;                 // > 0: prefetcht0 the B row this many k steps ahead (its lines
                                           // spread over the broadcasts); a packed panel runs on into the next
     bool c_prefetch = false;              // prefetch the C tile's lines into L1 at the start of the kernel
+    bool a_prefetch = false;              // A as stored (not transposed): the fifth argument points at a row
+                                          // the driver packs next; each K-loop iteration prefetches (into L2)
+                                          // its part of that row, in step with k
 };
 
 struct UkernelVariant {
@@ -62,7 +65,8 @@ struct GeneratedCode {
                                   // then the K-split finish entry (each only when asked for)
 };
 
-using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias);
+// a_prefetch: the row of A to prefetch over this call's K range (any readable address when there is none).
+using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch);
 
 // Scratch registers the epilogue needs beyond the accumulators (activations use up to three).
 constexpr int kEpilogueTemps = 3;

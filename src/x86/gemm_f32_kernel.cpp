@@ -114,7 +114,7 @@ GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86G
         return reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(offset))));
     };
     whole_ = extra_entry(kSlotCount);
-    finish_ = extra_entry(kSlotCount + 1);
+    finish_ = reinterpret_cast<SplitFinishFn>(extra_entry(kSlotCount + 1));
     if (plan_.k_splits > 1 && finish_ == nullptr)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: the plan splits K but the artifact has no finish");
     for (int slot = 0; slot < kSlotCount; ++slot) {
@@ -134,7 +134,9 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     const auto* bias = static_cast<const float*>(args.bias);
     if (whole_) {
         // One generated call per batch: nothing else between the caller and the arithmetic.
-        auto one_batch = [&](int64_t t) { whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias); };
+        auto one_batch = [&](int64_t t) {
+            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias, a);
+        };
         if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for(p_.batch, one_batch);
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
         return;
@@ -193,12 +195,17 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
                     a_tile = a_panel;
                 }
                 const float* row_bias = p_.bias == BiasKind::per_row ? bias + ir : nullptr;
-                for (int64_t jr = jc; jr < jc + n_cur; jr += nr) {
+                // With a_prefetch, the call for panel q prefetches row q of the next row tile's K range (A
+                // as stored), so that its packing reads L2 instead of memory; past those rows, the panel.
+                const int64_t next_rows = plan_.layout.a_prefetch ? std::min<int64_t>(mr, m1 - ir - mr) : 0;
+                int64_t q = 0;
+                for (int64_t jr = jc; jr < jc + n_cur; jr += nr, ++q) {
                     const bool col_tail = jr + nr > p_.n;
                     const float* b_tile =
                         plan_.pack_b ? b_panels + ((jr - jc) / nr) * k_len * nr : b + k0 * p_.ldb + jr;
                     const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
-                    ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c + ir * p_.ldc + jr, bias_tile);
+                    const float* a_next = q < next_rows ? a + (ir + mr + q) * p_.lda + k0 : a_tile;
+                    ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c + ir * p_.ldc + jr, bias_tile, a_next);
                 }
             }
         }

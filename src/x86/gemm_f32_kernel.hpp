@@ -48,7 +48,7 @@ private:
     std::unique_ptr<ExecMemory> code_;
     UkernelFn fns_[2][2][kPhaseCount] = {};
     UkernelFn whole_ = nullptr;  // the single-call function of a small problem, when the plan asked for one
-    UkernelFn finish_ = nullptr; // the K-split finish (one row of C), when the plan is k_split_ready
+    SplitFinishFn finish_ = nullptr; // the K-split finish (one row of C), when the plan is k_split_ready
     int64_t k_blocks_ = 1;
 };
 
