@@ -632,6 +632,88 @@ TEST_CASE("x86 lowp AMX: few rows times B stored N x K swap the tile roles (B re
     }
 }
 
+TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B read in place)", "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
+        WARN("SKIPPED: no AVX512-VNNI on this CPU");
+        return;
+    }
+    std::mt19937 rng(712);
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8}};
+    const jitmm_dtype outs[] = {JITMM_DTYPE_S32, JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+    const int64_t ks[] = {64, 4099, 1, 130, 256, 63, 4096, 515};
+    for (int threads : {1, 3}) {
+        EngineGuard e{make_engine("avx512_vnni", threads)};
+        int it = 0;
+        for (const auto& in : ins) {
+            for (int64_t m : {1, 2, 3, 4, 7, 16}) {
+                Case c;
+                c.a = in[0];
+                c.b = in[1];
+                c.c = outs[it % 4];
+                c.m = m;
+                c.n = kOdd[it % 8] + (it % 3 == 0 ? 64 : 0);
+                c.k = ks[it % 8];
+                c.tb = true;
+                c.ta = it % 3 == 2;
+                c.ldb_pad = (it % 4 == 1) ? 5 : 0;
+                c.b_offset = (it % 5 == 3) ? 1 : 0;
+                c.batch = (it % 6 == 5) ? 2 : 1;
+                if (it % 7 == 4) {  // saturation corners: every product at its extreme
+                    c.a_fill = c.a == JITMM_DTYPE_U8 ? 255 : -128;
+                    c.b_fill = (it % 2) ? 127 : -128;
+                }
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = 0.01f;
+                    c.beta = (it % 3 == 1) ? 0.5f : 0.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    if (it % 4 == 2) {
+                        c.alpha = 1.0f;
+                        c.a_scale = JITMM_SCALE_PER_ROW;
+                        c.b_scale = JITMM_SCALE_PER_COLUMN;
+                    }
+                } else if (it % 2) {
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                    c.bias_type = JITMM_DTYPE_S32;
+                    c.bias_layout = (it % 4 == 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.beta = (it % 3 == 1) ? 1.0f : 0.0f;
+                }
+                INFO("m " << m << " n " << c.n << " k " << c.k << " it " << it);
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+        // Full 255 / -128 x 127 / -128 corners with K large, and the recipe says so.
+        for (int m : {1, 16}) {
+            for (int fill : {127, -128}) {
+                Case c;
+                c.a = m == 1 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+                c.b = JITMM_DTYPE_S8;
+                c.a_fill = m == 1 ? 255 : -128;
+                c.b_fill = fill;
+                c.m = m;
+                c.n = 37;
+                c.k = 8195;
+                c.tb = true;
+                check_case(e.e, c, rng);
+            }
+        }
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = 16; d.n = 256; d.k = 512;
+        d.a_type = d.b_type = JITMM_DTYPE_S8;
+        d.c_type = JITMM_DTYPE_S32;
+        d.trans_b = 1;
+        jitmm_kernel* k = nullptr;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &k) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        jitmm_kernel_get_info(k, &info);
+        CHECK(std::string(info.recipe).find("dotNT") != std::string::npos);
+        jitmm_kernel_release(k);
+    }
+}
+
 TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by its stride", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
         WARN("SKIPPED: no usable AMX on this CPU");

@@ -193,6 +193,54 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_thr
     return plan;
 }
 
+// VNNI decode, B stored N x K (a Linear layer's weights): dot products along K read B in place, so the weights
+// stream once per call at memory speed instead of being packed (a full copy of B per call, which held the
+// packed path to ~0.5x oneDNN on 1-16 rows). JITMM_X86_LOWP_DOT=0 turns it off.
+constexpr int64_t kDotMaxRows = 16;
+
+bool dot_fits(const Problem& p, LowpStep step) {
+    const char* env = std::getenv("JITMM_X86_LOWP_DOT");
+    if (env != nullptr && env[0] == '0') return false;
+    return step == LowpStep::vnni_u8s8 && p.trans_b && p.m <= kDotMaxRows && p.a_zero_point == 0 &&
+           p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31);
+}
+
+X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
+    X86LowpPlan plan;
+    L.dot_nt = true;
+    L.dot_row_comp = L.compensate;  // s8 A (no zero point here): per row, not per column
+    L.compensate = false;
+    L.b_row_bytes = p.ldb * dtype_size(p.b_type);
+    // Tiles rows x B rows: rows * nv accumulators plus the A rows and B temporaries in 32 registers.
+    L.mr = p.m == 1 ? 1 : p.m <= 3 ? static_cast<int>(p.m) : 4;
+    L.nv = p.m == 1 ? 16 : p.m <= 3 ? 8 : 4;
+    if (const char* forced = std::getenv("JITMM_X86_LOWP_DOT_TILE")) {  // "RxN", a tuning knob
+        int r = 0, n = 0;
+        if (std::sscanf(forced, "%dx%d", &r, &n) == 2 && r >= 1 && (n == 4 || n == 8 || n == 16) &&
+            r * n + r + 5 <= 32) {
+            L.mr = r;
+            L.nv = n;
+        }
+    }
+    L.k_unroll = 2;
+    plan.kc = round_up(p.k, 64);
+    plan.nc = round_up(p.n, L.nv);
+    plan.mc = round_up(p.m, L.mr);
+    plan.pack_a = true;
+    plan.a_panel_ld = plan.kc + 64;  // bytes: rows a line apart past the padding
+    L.a_row_bytes = plan.a_panel_ld;
+    L.acc_ld = 0;
+    plan.layout = L;
+    int threads = std::max(1, num_threads);
+    // Memory-bound: a thread per 4 MB of weights at least.
+    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, double(p.n) * double(p.k) / 4.0e6)));
+    plan.threads = threads;
+    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    plan.n_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(L.nv)), per_batch));
+    plan.m_chunks = 1;
+    return plan;
+}
+
 // The most lines of one A tile (rows of `row_lines` cache lines each, `stride_lines` apart) that share an L1
 // set: 64 sets of 64-byte lines (48 KB, 12 ways, and every Intel L1D since Sandy Bridge has 64 sets).
 int64_t a_tile_lines_per_l1_set(int64_t stride_lines, int64_t row_lines, int rows) {
@@ -230,6 +278,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const bool shifted = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8;
     L.compensate = shifted || p.a_zero_point != 0;
     if (swap_fits(p, L.step)) return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
+    if (dot_fits(p, L.step)) return plan_dot(p, L, num_threads);
 
     const int g = step_group(L.step);
     const int esz = step_elem_bytes(L.step);
@@ -345,8 +394,8 @@ std::string X86LowpPlan::describe() const {
     std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
-                  layout.swap_ab ? "swapAB" : pack_a ? "packA" : "directA",
-                  layout.compensate ? " comp" : "", threads, m_chunks, n_chunks);
+                  layout.dot_nt ? "dotNT" : layout.swap_ab ? "swapAB" : pack_a ? "packA" : "directA",
+                  layout.compensate || layout.dot_row_comp ? " comp" : "", threads, m_chunks, n_chunks);
     return buf;
 }
 
@@ -362,6 +411,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
                    (L.compensate ? 1 << 16 : 0) | (L.int_epilogue ? 1 << 17 : 0) | (L.swap_ab ? 1 << 18 : 0));
     w.i64('K', kc).i64('M', mc).i64('N', nc).i64('p', (pack_a ? 1 : 0) | (a_panel_ld << 1));
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
+    if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.b_row_bytes << 1));
 }
 
 }  // namespace jitmm::plan

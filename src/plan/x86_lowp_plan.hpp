@@ -70,9 +70,16 @@ struct LowpLayout {
     // a_type/b_type then name the tile operands (B's type, A's type); tile rows run over N, columns over M.
     bool swap_ab = false;
     int k_unroll = 4;            // vector steps: k groups per loop iteration
+    // VNNI decode with B stored N x K (dot_nt): each C element is a dot product along K of an A row and a B row,
+    // both read as 64-byte vectors (B in place, streamed once; A packed with its K padded to 64 bytes), the
+    // tile's nv B rows (nv = 4, 8 or 16 columns of C) reduced across lanes at the end. s8 A: B is flipped to u8
+    // (b + 128, the first vpdpbusd operand) and 128 * (row sum of A) is subtracted per row (dot_row_comp).
+    bool dot_nt = false;
+    bool dot_row_comp = false;
+    int64_t b_row_bytes = 0;     // dot_nt: bytes between B rows (baked)
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
-    int nr() const { return nv * (step_is_amx(step) ? 16 : vlen()); }
+    int nr() const { return dot_nt ? nv : nv * (step_is_amx(step) ? 16 : vlen()); }
 };
 
 struct X86LowpPlan {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace jitmm::x86 {
 
@@ -32,6 +33,10 @@ public:
     size_t emit_variant(const LowpVariant& v) {
         align(16);
         const size_t entry = getSize();
+        if (L_.dot_nt) {
+            emit_dot(v);
+            return entry;
+        }
         begin_variant(v);
         if (v.first) zero_accumulators();
         else strip(/*load=*/true);
@@ -149,6 +154,116 @@ private:
         }
     }
 
+    // ---- dot_nt (VNNI decode, B stored N x K): C[i][j] = dot(A row i, B row j) along K -------------------
+    // Registers: acc(i, j) = zmm i * nv + j; the A rows next, then three B temporaries and the 0x80 bytes.
+    // rdi = packed A (rows layout.a_row_bytes apart, K zero padded to 64), rsi = B's first row of the tile.
+    void emit_dot(const LowpVariant& v) {
+        const int rows = v.rows, cols = v.cols, nt = L_.nv;
+        auto dacc = [&](int i, int j) { return Xbyak::Zmm(i * nt + j); };
+        auto arow = [&](int i) { return Xbyak::Zmm(rows * nt + i); };
+        const int tbase = rows * nt + rows;
+        auto btmp = [&](int t) { return Xbyak::Zmm(tbase + t % 3); };
+        const Xbyak::Zmm flip(tbase + 3);
+        const int64_t full = v.k_len / 64, tail = v.k_len % 64;
+        for (int i = 0; i < rows; ++i)
+            for (int j = 0; j < nt; ++j) vpxord(dacc(i, j), dacc(i, j), dacc(i, j));
+        if (L_.dot_row_comp) {
+            mov(eax, 0x80808080u);
+            vpbroadcastd(flip, eax);
+        }
+        if (tail != 0) {
+            mov(rax, (uint64_t(1) << tail) - 1);
+            kmovq(k3, rax);
+        }
+        int t = 0;
+        auto step = [&](int64_t off, bool masked) {
+            for (int i = 0; i < rows; ++i) vmovdqu8(arow(i), ptr[rdi + i * L_.a_row_bytes + off]);
+            for (int j = 0; j < cols; ++j) {
+                const Xbyak::Zmm b = btmp(t++);
+                if (masked) vmovdqu8(b | k3 | T_z, ptr[rsi + j * L_.b_row_bytes + off]);
+                else vmovdqu8(b, ptr[rsi + j * L_.b_row_bytes + off]);
+                if (L_.dot_row_comp) {
+                    vpxord(b, b, flip);  // s8 b -> u8 b + 128
+                    for (int i = 0; i < rows; ++i) vpdpbusd(dacc(i, j), b, arow(i));
+                } else {
+                    for (int i = 0; i < rows; ++i) vpdpbusd(dacc(i, j), arow(i), b);  // u8 A x s8 B
+                }
+            }
+        };
+        const int unroll = std::max(1, L_.k_unroll);
+        if (full / unroll > 0) {
+            Xbyak::Label loop;
+            mov(r8, full / unroll);
+            L(loop);
+            for (int u = 0; u < unroll; ++u) step(u * 64, false);
+            add(rdi, unroll * 64);
+            add(rsi, unroll * 64);
+            dec(r8);
+            jnz(loop, T_NEAR);
+        }
+        for (int64_t u = 0; u < full % unroll; ++u) step(u * 64, false);
+        if (tail != 0) step((full % unroll) * 64, true);
+
+        // Per row: the nt accumulators reduced across lanes into lanes [0, nt) of acc(i, 0).
+        const Xbyak::Zmm tmp(tbase);
+        for (int i = 0; i < rows; ++i) {
+            std::vector<Xbyak::Zmm> w;
+            for (int j = 0; j < nt; ++j) w.push_back(dacc(i, j));
+            // dwords: pairs interleaved and summed, then qwords: each 128-bit chunk holds 4 partial sums.
+            for (int level = 0; level < 2; ++level) {
+                std::vector<Xbyak::Zmm> next;
+                for (size_t q = 0; q + 1 < w.size(); q += 2) {
+                    if (level == 0) {
+                        vpunpckldq(tmp, w[q], w[q + 1]);
+                        vpunpckhdq(w[q], w[q], w[q + 1]);
+                    } else {
+                        vpunpcklqdq(tmp, w[q], w[q + 1]);
+                        vpunpckhqdq(w[q], w[q], w[q + 1]);
+                    }
+                    vpaddd(w[q], w[q], tmp);
+                    next.push_back(w[q]);
+                }
+                w = next;
+            }
+            // Chunks: pairs of 128-bit chunks summed twice; w[q] holds columns 4q..4q+3 per chunk.
+            for (int level = 0; level < 2; ++level) {
+                std::vector<Xbyak::Zmm> next;
+                for (size_t q = 0; q < w.size(); q += 2) {
+                    const Xbyak::Zmm x = w[q], y = q + 1 < w.size() ? w[q + 1] : w[q];
+                    vshufi32x4(tmp, x, y, 0xdd);
+                    vshufi32x4(x, x, y, 0x88);
+                    vpaddd(x, x, tmp);
+                    next.push_back(x);
+                }
+                w = next;
+            }
+        }
+        if (L_.dot_row_comp) mov(rdi, ptr[rcx + kArgComp]);
+        epilogue_.set_tail(cols % 16);
+        epilogue_.load_pointers();
+        const int64_t c_size = dtype_size(L_.c_type);
+        const Xmm t0 = Xbyak::Zmm(tbase), t1 = Xbyak::Zmm(tbase + 1), t2 = Xbyak::Zmm(tbase + 2);
+        mov(rax, rdx);
+        for (int i = 0; i < rows; ++i) {
+            if (L_.dot_row_comp) {
+                vpbroadcastd(t0, ptr[rdi + i * 4]);
+                vpsubd(dacc(i, 0), dacc(i, 0), t0);
+            }
+            epilogue_.apply(dacc(i, 0), i, 0, cols % 16 != 0, rax, t0, t1, t2);
+            if (i + 1 < rows) {
+                const int64_t stride = L_.ldc * c_size;
+                if (stride <= INT32_MAX) {
+                    add(rax, static_cast<uint32_t>(stride));
+                } else {
+                    mov(rsi, stride);
+                    add(rax, rsi);
+                }
+            }
+        }
+        vzeroupper();
+        ret();
+    }
+
     const plan::LowpLayout L_;
     const bool zmm_;
     const int vlen_;
@@ -172,6 +287,7 @@ LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<Low
     for (const auto& v : variants) {
         if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
             fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: variant outside the tile");
+        if (layout.dot_nt) capacity += size_t(v.rows + 1) * size_t(v.cols + 1) * 64 * size_t(layout.k_unroll + 2);
         capacity += 2048 + size_t(layout.k_unroll + 1) * size_t(v.rows + 1) * size_t(layout.nv + 1) * 24 +
                     size_t(v.rows) * size_t(layout.nv) * 640;
     }

@@ -163,6 +163,13 @@ void GemmLowpKernel::run(const RunArgs& args) const {
             if (chunk.n0 < chunk.n1) run_swapped_chunk(chunk, args, scale);
             return;
         }
+        if (plan_.layout.dot_nt) {
+            chunk.m0 = 0;
+            chunk.m1 = p_.m;
+            chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part, &chunk.n0, &chunk.n1);
+            if (chunk.n0 < chunk.n1) run_dot_chunk(chunk, args, scale);
+            return;
+        }
         chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, part / plan_.n_chunks, &chunk.m0, &chunk.m1);
         chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &chunk.n0, &chunk.n1);
         if (chunk.m0 >= chunk.m1 || chunk.n0 >= chunk.n1) return;
@@ -264,6 +271,51 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                     }
                 }
             }
+        }
+    }
+}
+
+// Dot products (VNNI decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to whole
+// 64-byte vectors) with 128 times its row sums (s8 A), then walks its columns in tiles of nr B rows, each
+// tile's rows streaming once from memory and reused from L1 by the row tiles.
+void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
+    const plan::LowpLayout& L = plan_.layout;
+    const int mr = L.mr;
+    const int64_t nr = plan_.nr();
+    const int64_t b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
+    const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
+    const int64_t ld = plan_.a_panel_ld;
+    auto* a_packed = scratch<1>(static_cast<size_t>(p_.m * ld));
+    auto* row_comp = reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(p_.m * 4)));
+    const auto* a = reinterpret_cast<const int8_t*>(ch.a);
+    for (int64_t i = 0; i < p_.m; ++i) {
+        auto* row = reinterpret_cast<int8_t*>(a_packed + i * ld);
+        if (p_.trans_a) {
+            for (int64_t k = 0; k < p_.k; ++k) row[k] = a[k * p_.lda + i];
+        } else {
+            std::memcpy(row, a + i * p_.lda, static_cast<size_t>(p_.k));
+        }
+        std::memset(row + p_.k, 0, static_cast<size_t>(ld - p_.k));
+        if (L.dot_row_comp) {
+            int32_t sum = 0;
+            for (int64_t k = 0; k < p_.k; ++k) sum += row[k];
+            row_comp[i] = 128 * sum;
+        }
+    }
+    LowpCallArgs call;
+    call.scale = scale;
+    for (int64_t jr = ch.n0; jr < ch.n1; jr += nr) {
+        const bool col_tail = jr + nr > p_.n;
+        if (p_.bias == BiasKind::per_column) call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
+        if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + jr;
+        const uint8_t* b_rows = ch.b + jr * p_.ldb * b_size;
+        for (int64_t ir = 0; ir < p_.m; ir += mr) {
+            const bool row_tail = ir + mr > p_.m;
+            if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
+            if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
+            call.comp = row_comp + ir;
+            fns_[slot(row_tail, col_tail, kSingle)](a_packed + ir * ld, b_rows, ch.c + (ir * p_.ldc + jr) * c_size,
+                                                    &call);
         }
     }
 }

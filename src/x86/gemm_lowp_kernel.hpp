@@ -41,6 +41,8 @@ private:
     void run_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
     // LowpLayout::swap_ab: tiles over N (rows) x M (columns) with B's rows in the A tiles; chunk.n0/n1 only.
     void run_swapped_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
+    // LowpLayout::dot_nt: B rows read in place, A packed (K padded to 64 bytes) with its row sums; chunk.n0/n1.
+    void run_dot_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
     static int slot(bool row_tail, bool col_tail, Phase phase) {
         return ((row_tail ? 2 : 0) + (col_tail ? 1 : 0)) * kPhaseCount + phase;
     }
