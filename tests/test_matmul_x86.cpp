@@ -348,7 +348,7 @@ TEST_CASE("x86 f32: K split partition", "[x86][matmul][ksplit]") {
     CHECK(choose_k_splits(3, 3, 4, 8) == 1);      // three batches on four threads: a part each is too few
     for (const jitmm::hw::X86Isa isa : {jitmm::hw::X86Isa::avx2, jitmm::hw::X86Isa::avx512}) {
         if (jitmm::hw::cpu_info().best_isa < isa) continue;
-        CHECK(planned_k_splits(16, 16, 8192, false, false, isa, 2) > 1);
+        CHECK(planned_k_splits(3, 16, 8192, false, false, isa, 2) > 1);
         CHECK(planned_k_splits(1, 8, 16384, false, true, isa, 2) > 1);    // dot family
         CHECK(planned_k_splits(1, 64, 16384, false, true, isa, 2) > 1);
         CHECK(planned_k_splits(3, 8, 16384, true, true, isa, 2) > 1);
@@ -529,7 +529,7 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks", "[x86][plan]") {
 }
 
 // One column panel of dense B rows (NN) is read in place, with full-length K blocks, however many row tiles
-// share it; a strided B (a submatrix) is still packed.
+// share it; a strided B (a submatrix) is still packed. A read in place with aliasing rows gets short tiles.
 TEST_CASE("x86 f32: one B panel read in place", "[x86][matmul]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
@@ -541,6 +541,15 @@ TEST_CASE("x86 f32: one B panel read in place", "[x86][matmul]") {
     jitmm::Problem strided = plain_problem(64, 64, 16384, false, false);
     strided.ldb = 4096;
     CHECK(jitmm::plan::plan_x86_gemm_f32(strided, cpu, isa, 1).pack_b);
+    // A read in place with rows 4 KiB apart (lda 8192): no more rows per tile than the L1 sets hold; a
+    // padded lda keeps the taller tile.
+    for (const auto tier_isa : {jitmm::hw::X86Isa::avx2, jitmm::hw::X86Isa::avx512}) {
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 16, 8192, false, false), cpu, tier_isa, 1).layout.mr <= 8);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(100, 16, 4096, false, true), cpu, tier_isa, 1).layout.mr <= 8);
+    }
+    jitmm::Problem padded = plain_problem(16, 16, 8192, false, false);
+    padded.lda = 8208;
+    CHECK(jitmm::plan::plan_x86_gemm_f32(padded, cpu, isa, 1).layout.mr > 8);
 
     std::mt19937 rng(515);
     for (const Tier& tier : runnable_tiers()) {
@@ -551,6 +560,8 @@ TEST_CASE("x86 f32: one B panel read in place", "[x86][matmul]") {
             {97, 16, 3000, 1, true, false, 2, 3, 1, 0.5f, 1.0f, JITMM_EPILOGUE_RELU},
             {300, 33, 700, 2, false, false, 0, 5, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU, JITMM_BIAS_PER_ROW},
             {40, 30, 500, 1, false, false, 0, 0, 2, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
+            {100, 16, 4096, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_ERF},  // aliased A rows
+            {19, 13, 2048, 1, false, true, 0, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_RELU, JITMM_BIAS_PER_ROW},
         };
         for (const Case& c : cases) check_case(e, c, rng);
         jitmm_engine_destroy(e);

@@ -66,13 +66,36 @@ bool b_streams_from_l2(const Problem& p, int64_t l1, int64_t l2) {
     return b_bytes > double(l1) / 2 && (p.m >= 256 || b_bytes <= double(l2));
 }
 
+// A tile reading A in place (not packed: one row tile or one column panel) with rows whose addresses agree
+// modulo 4 KiB steps all of them through the same L1 sets: more than kMaxAliasedRows of them evict each
+// other's lines between uses (16x16x8192 NN, lda 8192: 28x1 tiles 120 GFLOP/s, 8x1 162).
+constexpr int kMaxAliasedRows = 8;
+
+int aliased_rows(int64_t lda_bytes, int rows) {
+    int most = 0;
+    for (int i = 0; i < rows; ++i) {
+        int same = 0;
+        for (int j = 0; j < rows; ++j)
+            same += ((int64_t(i) * lda_bytes) % 4096) / 64 == ((int64_t(j) * lda_bytes) % 4096) / 64;
+        most = std::max(most, same);
+    }
+    return most;
+}
+
 TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, bool l2_lines) {
     const int vlen = avx512 ? 16 : 8;
     TileShape best{0, 0};
     double best_cost = 0;
+    bool aliasing = false;
     auto consider = [&](TileShape t) {
         // Rows of A are addressed by 32-bit displacements: a huge lda limits the rows per tile.
         if (int64_t(t.mr) * lda_bytes_per_row >= (int64_t(1) << 31)) return;
+        const bool a_in_place = !p.trans_a && !(ceil_div(p.m, t.mr) > 1 && ceil_div(p.n, int64_t(t.nv) * vlen) > 1);
+        if (a_in_place &&
+            aliased_rows(lda_bytes_per_row, static_cast<int>(std::min<int64_t>(t.mr, p.m))) > kMaxAliasedRows) {
+            aliasing = true;
+            return;
+        }
         const double c = tile_cost(p, t, vlen, l2_lines);
         if (best.mr == 0 || c < best_cost * 0.999 ||
             (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv)) {
@@ -82,6 +105,7 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
     };
     if (avx512) for (auto t : kAvx512Tiles) consider(t);
     else for (auto t : kAvx2Tiles) consider(t);
+    if (aliasing) consider(TileShape{kMaxAliasedRows, 1});  // no more rows than the sets hold
     if (best.mr == 0) best = TileShape{1, avx512 ? 8 : 4};  // one row per tile always fits
     return best;
 }
