@@ -683,6 +683,16 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
                 ++it;
             }
         }
+        // B stored K x N (packed in 1 KB K blocks of ~2048 columns): N past one block, K past one block.
+        for (int64_t m : {1, 16}) {
+            Case c;
+            c.a = m == 1 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.m = m;
+            c.n = 2100;
+            c.k = 1100;
+            check_case(e.e, c, rng);
+        }
         // Full 255 / -128 x 127 / -128 corners with K large, and the recipe says so.
         for (int m : {1, 16}) {
             for (int fill : {127, -128}) {

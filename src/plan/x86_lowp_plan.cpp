@@ -332,6 +332,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         L.k_unroll = 4;
         kc_unit = int64_t(g) * L.k_unroll;
         kc_limit = std::max<int64_t>(kc_unit, l1 / 2 / (int64_t(L.mr) * esz));
+        // VNNI decode with B stored K x N: B is packed per call, and packing 128-column strips of every row
+        // touches a new page per row. 1 KB K blocks of 2048 columns read long runs of each row. Measured 1 thread
+        // s8 vs oneDNN capped to VNNI: 1x4096x4096 0.82 -> 1.30x, 16x4096x4096 0.91 -> 1.11x, 16x11008x4096
+        // 0.70 -> 1.21x (256 x 4096 blocks: 0.7x on K = 11008).
+        if (L.step == LowpStep::vnni_u8s8 && !p.trans_b && p.m <= kDotMaxRows) {
+            kc_limit = 1024;
+            decode = true;
+        }
     }
     // JITMM_X86_LOWP_KC forces the K block limit (elements): a tuning knob, not for production.
     if (const char* forced = std::getenv("JITMM_X86_LOWP_KC"))
@@ -344,7 +352,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // The packed B block (kc x nc) streams from L2 once per row tile: a quarter of L2 (measured: AMX calls
     // slow down 3x once the B block passes ~60% of a 2 MB L2 and spills to L3).
     plan.nc = std::max<int64_t>(nr, (long_k ? l2 / 2 : l2 / 4) / (kc_groups * 4) / nr * nr);
-    if (decode) plan.nc = kAmxDecodeColumns;
+    if (decode) plan.nc = std::max<int64_t>(nr, kAmxDecodeColumns / nr * nr);  // AMX: nr 32 divides it
     if (const char* forced = std::getenv("JITMM_X86_LOWP_NC"))  // tuning knobs, like JITMM_X86_LOWP_KC
         plan.nc = std::max<int64_t>(nr, std::atoll(forced) / nr * nr);
     plan.nc = std::min(plan.nc, round_up(p.n, nr));
