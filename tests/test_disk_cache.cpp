@@ -303,7 +303,7 @@ TEST_CASE("disk cache: entry encoding detects each kind of damage", "[disk_cache
     CHECK(jitmm::decode_entry(bytes.data(), bytes.size(), &other, nullptr) == jitmm::EntryStatus::wrong_key);
 }
 
-TEST_CASE("disk cache: a folder writable by group or others is refused; the engine still works",
+TEST_CASE("disk cache: a folder writable by group or others is refused, the engine still works",
           "[disk_cache]") {
     TempDir dir;
     const Problem p = make_problem(16, 24, 32);

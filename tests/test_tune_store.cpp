@@ -59,7 +59,7 @@ TEST_CASE("tune store: results persist per problem and per target", "[tune]") {
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("jitmm_tune: validates its arguments; the CPU has nothing to tune", "[tune]") {
+TEST_CASE("jitmm_tune: validates its arguments, and the CPU has nothing to tune", "[tune]") {
     const std::string dir = temp_folder();
     jitmm_engine_config config;
     jitmm_engine_config_init(&config);
