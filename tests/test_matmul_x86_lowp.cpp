@@ -366,7 +366,12 @@ TEST_CASE("x86 lowp: each tier runs the family it should", "[x86][lowp]") {
         {JITMM_DTYPE_S8, JITMM_DTYPE_S8, "avx512_vnni", "x86_int8_vnni_avx512"},
         {JITMM_DTYPE_U8, JITMM_DTYPE_U8, "avx512_vnni", "x86_int8_s16_avx512"},
         {JITMM_DTYPE_U8, JITMM_DTYPE_S8, "avx512", "x86_int8_s16_avx512"},
-        {JITMM_DTYPE_S8, JITMM_DTYPE_S8, "avx2", "x86_int8_s16_avx2"},
+        // The avx2 tier: AVX-VNNI (VEX vpdpbusd) where the chip has it, else widened to s16; u8 B always s16.
+        {JITMM_DTYPE_S8, JITMM_DTYPE_S8, "avx2",
+         jitmm::hw::cpu_info().avx_vnni ? "x86_int8_avxvnni_avx2" : "x86_int8_s16_avx2"},
+        {JITMM_DTYPE_U8, JITMM_DTYPE_S8, "avx2",
+         jitmm::hw::cpu_info().avx_vnni ? "x86_int8_avxvnni_avx2" : "x86_int8_s16_avx2"},
+        {JITMM_DTYPE_U8, JITMM_DTYPE_U8, "avx2", "x86_int8_s16_avx2"},
         {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "amx", "x86_bf16_amx"},
         {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx512_bf16", "x86_bf16_f32_avx512"},
         {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx512_vnni", "x86_bf16_f32_avx512"},
@@ -916,6 +921,176 @@ TEST_CASE("x86 lowp AMX: packed A panels kept across N blocks (several K blocks,
         }
     }
     unsetenv("JITMM_X86_LOWP_NC");
+}
+
+namespace {
+
+// Sets an environment variable for a scope (the planner reads its knobs at every kernel creation).
+struct EnvGuard {
+    const char* name;
+    EnvGuard(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+    ~EnvGuard() { unsetenv(name); }
+};
+
+}  // namespace
+
+TEST_CASE("x86 lowp AVX-VNNI: the avx2 tier runs VEX vpdpbusd on ymm, exactly", "[x86][lowp]") {
+    if (!jitmm::hw::cpu_info().avx_vnni || jitmm::hw::cpu_info().best_isa < X86Isa::avx2) {
+        WARN("SKIPPED: no AVX-VNNI on this CPU (the avx2 tier widens int8 to s16 there)");
+        return;
+    }
+    std::mt19937 rng(715);
+    // The tier is chosen for s8 B at avx2 (u8 B keeps s16), and JITMM_X86_AVX_VNNI=0 turns it off.
+    {
+        EngineGuard e{make_engine("avx2", 1)};
+        for (jitmm_dtype a : {JITMM_DTYPE_U8, JITMM_DTYPE_S8}) {
+            for (int tb = 0; tb < 2; ++tb) {
+                for (int64_t m : {1, 16, 256}) {
+                    jitmm_matmul_desc d;
+                    jitmm_matmul_desc_init(&d);
+                    d.m = m; d.n = 256; d.k = 512;
+                    d.a_type = a; d.b_type = JITMM_DTYPE_S8;
+                    d.c_type = JITMM_DTYPE_S32;
+                    d.trans_b = tb;
+                    INFO(jitmm_dtype_name(a) << " m " << m << " tb " << tb);
+                    CHECK(generator_of(e.e, d) == "x86_int8_avxvnni_avx2");  // never the zmm dot path
+                }
+            }
+        }
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = d.n = d.k = 64;
+        d.a_type = d.b_type = JITMM_DTYPE_U8;
+        d.c_type = JITMM_DTYPE_S32;
+        CHECK(generator_of(e.e, d) == "x86_int8_s16_avx2");
+    }
+    {
+        EnvGuard off("JITMM_X86_AVX_VNNI", "0");
+        EngineGuard e{make_engine("avx2", 1)};
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = d.n = d.k = 64;
+        d.a_type = d.b_type = JITMM_DTYPE_S8;
+        d.c_type = JITMM_DTYPE_S32;
+        CHECK(generator_of(e.e, d) == "x86_int8_s16_avx2");
+    }
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8}};
+    const int64_t odd[] = {1, 7, 33, 1023, 5, 64, 17, 9};
+    for (int threads : {1, 2, 3}) {
+        INFO("threads " << threads);
+        EngineGuard e{make_engine("avx2", threads)};
+        int it = 0;
+        // Exact s32 over odd shapes, every layout, leading dimensions past the width, zero points.
+        for (const auto& in : ins) {
+            for (int layout = 0; layout < 4; ++layout) {
+                for (int s = 0; s < 3; ++s, ++it) {
+                    Case c;
+                    c.a = in[0];
+                    c.b = in[1];
+                    c.m = odd[(it * 3 + threads) % 8];
+                    c.n = odd[(it * 5 + 1) % 8];
+                    c.k = odd[(it * 7 + 2) % 8];
+                    if (c.m * c.n * c.k > 40000000) c.k = 37;  // keep the reference loop short
+                    c.ta = layout & 1;
+                    c.tb = layout & 2;
+                    c.lda_pad = it % 3;
+                    c.ldb_pad = (it % 4 == 2) ? 3 : 0;
+                    c.ldc_pad = (it % 4 == 1) ? 5 : 0;
+                    c.zero_point = it % 5 == 0 ? (c.a == JITMM_DTYPE_U8 ? 113 : -9) : 0;
+                    c.batch = (it % 7 == 6) ? 2 : 1;
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+        // Saturation corners with K large: every product at its extreme, sums past 2^24 (u8 255 x 127 over
+        // 8195 = 265 M; s8 A goes through the +128 shift, so -128 becomes 0 and the compensation carries it).
+        const int corners[][2] = {{255, 127}, {255, -128}, {-128, -128}, {-128, 127}, {127, -128}, {127, 127}};
+        int ci = 0;
+        for (const auto& corner : corners) {
+            Case c;
+            c.a = corner[0] == 255 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.a_fill = corner[0];
+            c.b_fill = corner[1];
+            c.m = ci % 2 ? 1 : 13;
+            c.n = 33 + ci;
+            c.k = ci % 2 ? 8195 : 4099;
+            c.ta = ci & 1;
+            c.tb = ci & 2;
+            check_case(e.e, c, rng);
+            ++ci;
+        }
+        // Integer epilogue (beta 1, s32 bias, relu) and dequantizing epilogues with scales to f32/bf16/f16.
+        const jitmm_dtype outs[] = {JITMM_DTYPE_S32, JITMM_DTYPE_F32, JITMM_DTYPE_BF16, JITMM_DTYPE_F16};
+        const jitmm_scale_mode a_modes[] = {JITMM_SCALE_NONE, JITMM_SCALE_PER_TENSOR, JITMM_SCALE_PER_ROW};
+        const jitmm_scale_mode b_modes[] = {JITMM_SCALE_NONE, JITMM_SCALE_PER_TENSOR, JITMM_SCALE_PER_COLUMN};
+        for (int j = 0; j < 12; ++j) {
+            Case c;
+            c.a = (j & 1) ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
+            c.c = outs[j % 4];
+            c.m = odd[j % 8] % 100 + 2;
+            c.n = odd[(j + 3) % 8] % 200 + 9;
+            c.k = 100 + 71 * j;
+            c.tb = j % 3 == 1;
+            c.ldc_pad = j % 2;
+            c.zero_point = (j % 3 == 0) ? ((j & 1) ? -4 : 128) : 0;
+            c.bias_layout = (j % 4 == 3) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+            if (c.c == JITMM_DTYPE_S32) {
+                c.beta = (j % 8 == 0) ? 1.0f : 0.0f;
+                c.epilogue = (j % 8 == 0) ? JITMM_EPILOGUE_BIAS_RELU : JITMM_EPILOGUE_RELU;
+                c.bias_type = JITMM_DTYPE_S32;
+            } else {
+                c.a_scale = a_modes[j % 3];
+                c.b_scale = b_modes[(j / 3) % 3];
+                const bool scaled = c.a_scale != JITMM_SCALE_NONE || c.b_scale != JITMM_SCALE_NONE;
+                c.alpha = scaled ? 1.0f : 0.001f;
+                c.beta = (j % 3 == 2) ? 0.5f : 0.0f;
+                c.epilogue = static_cast<jitmm_epilogue>((j * 5) % JITMM_EPILOGUE_COUNT);
+                c.bias_type = (j % 2) ? c.c : JITMM_DTYPE_F32;
+            }
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp int8: the avx2 s16 widening path with AVX-VNNI turned off (JITMM_X86_AVX_VNNI=0)",
+          "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx2) {
+        WARN("SKIPPED: no AVX2 on this CPU");
+        return;
+    }
+    // On a chip with AVX-VNNI the tier tests above run vpdpbusd at avx2; this keeps the s16 path covered.
+    EnvGuard off("JITMM_X86_AVX_VNNI", "0");
+    std::mt19937 rng(716);
+    EngineGuard e{make_engine("avx2", 2)};
+    int it = 0;
+    for (jitmm_dtype a : {JITMM_DTYPE_U8, JITMM_DTYPE_S8}) {
+        for (int layout = 0; layout < 4; ++layout, ++it) {
+            Case c;
+            c.a = a;
+            c.m = kOdd[(it * 3) % 8];
+            c.n = kOdd[(it * 5 + 1) % 8] + 9;
+            c.k = kOdd[(it * 7 + 2) % 8] + 64;
+            c.ta = layout & 1;
+            c.tb = layout & 2;
+            c.lda_pad = it % 3;
+            check_case(e.e, c, rng);
+        }
+        Case c;
+        c.a = a;
+        c.a_fill = a == JITMM_DTYPE_U8 ? 255 : -128;
+        c.b_fill = -128;
+        c.m = 9;
+        c.n = 21;
+        c.k = 4099;
+        check_case(e.e, c, rng);
+    }
+    jitmm_matmul_desc d;
+    jitmm_matmul_desc_init(&d);
+    d.m = d.n = d.k = 64;
+    d.a_type = d.b_type = JITMM_DTYPE_S8;
+    d.c_type = JITMM_DTYPE_S32;
+    CHECK(generator_of(e.e, d) == "x86_int8_s16_avx2");
 }
 
 TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86][lowp]") {

@@ -68,12 +68,24 @@ TileShape choose_tile(const Problem& p, LowpStep step, bool zmm) {
     return best;
 }
 
-LowpStep choose_step(const Problem& p, hw::X86Isa isa) {
+// AVX-VNNI (VEX vpdpbusd on ymm) at the avx2 tier: the chips that have it run the avx2 tier's int8 with it
+// (JITMM_MAX_ISA=avx2 on one with AVX-512 too, or a chip without AVX-512 such as Alder Lake). The avx512 tier
+// (AVX-512 without VNNI) keeps the s16 widening: VEX vpdpbusd has no zmm form, and every chip with both
+// AVX-512 and AVX-VNNI also has AVX512-VNNI. JITMM_X86_AVX_VNNI=0 turns it off (the s16 path, for tests and
+// measurements).
+bool avx_vnni_usable(const hw::CpuInfo& cpu, hw::X86Isa isa) {
+    if (isa >= hw::X86Isa::avx512 || !cpu.avx_vnni) return false;
+    const char* env = std::getenv("JITMM_X86_AVX_VNNI");
+    return env == nullptr || env[0] != '0';
+}
+
+LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
         // Tiny products (up to 32 x 32 x 32) finish sooner on VNNI than the AMX tile configuration takes.
         const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 32.0 * 32 * 32;
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8)) return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
+        if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm
         return LowpStep::madd_s16;
     }
     if (p.a_type == JITMM_DTYPE_BF16) {
@@ -198,10 +210,11 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_thr
 // packed path to ~0.5x oneDNN on 1-16 rows). JITMM_X86_LOWP_DOT=0 turns it off.
 constexpr int64_t kDotMaxRows = 16;
 
-bool dot_fits(const Problem& p, LowpStep step) {
+bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
     if (env != nullptr && env[0] == '0') return false;
-    return step == LowpStep::vnni_u8s8 && p.trans_b && p.m <= kDotMaxRows && p.a_zero_point == 0 &&
+    // zmm and mask registers: the AVX-512 VNNI tiers only (AVX-VNNI at avx2 packs B).
+    return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows && p.a_zero_point == 0 &&
            p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31);
 }
 
@@ -259,7 +272,7 @@ constexpr int64_t kAmxATileWaysPerSet = 6;
 X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     X86LowpPlan plan;
     LowpLayout& L = plan.layout;
-    L.step = choose_step(p, isa);
+    L.step = choose_step(p, cpu, isa);
     L.isa = isa >= hw::X86Isa::avx512 ? isa : hw::X86Isa::avx2;
     L.a_type = p.a_type;
     L.b_type = p.b_type;
@@ -278,7 +291,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const bool shifted = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8;
     L.compensate = shifted || p.a_zero_point != 0;
     if (swap_fits(p, L.step)) return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
-    if (dot_fits(p, L.step)) return plan_dot(p, L, num_threads);
+    if (dot_fits(p, L.step, L.isa)) return plan_dot(p, L, num_threads);
 
     const int g = step_group(L.step);
     const int esz = step_elem_bytes(L.step);

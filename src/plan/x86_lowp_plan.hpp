@@ -5,7 +5,8 @@
 //
 // Tiers and steps (the best the tier allows; a tier the CPU lacks is never planned for):
 //   int8  amx: tdpbusd/tdpbssd/tdpbsud/tdpbuud   avx512_vnni+: vpdpbusd (B s8; s8 A shifted by +128)
-//         avx512 / avx2 (and u8 B below amx): widened to s16, vpmaddwd + vpaddd (exact)
+//         avx2 on a chip with AVX-VNNI: VEX vpdpbusd on ymm, the same way (JITMM_X86_AVX_VNNI=0: s16)
+//         avx512 / avx2 otherwise (and u8 B below amx): widened to s16, vpmaddwd + vpaddd (exact)
 //   bf16  amx: tdpbf16ps   below: converted to f32, vfmadd231ps (avx512_bf16+ with JITMM_X86_BF16_DOT=1:
 //         vdpbf16ps, which issues at half the f32 FMA's flop rate on the chips measured)
 //   f16   every tier: converted to f32 (F16C semantics), vfmadd231ps
@@ -26,7 +27,7 @@ namespace jitmm::plan {
 enum class LowpStep : int32_t {
     amx_int8 = 0,  // 16x16 s32 tiles, k groups of 4 bytes (VNNI-4)
     amx_bf16,      // 16x16 f32 tiles, k groups of 2 bf16
-    vnni_u8s8,     // vpdpbusd: u8 (A) x s8 (B), k groups of 4
+    vnni_u8s8,     // vpdpbusd: u8 (A) x s8 (B), k groups of 4 (zmm EVEX; ymm VEX at avx2: AVX-VNNI)
     madd_s16,      // vpmaddwd + vpaddd on int8 widened to s16, k groups of 2
     dot_bf16,      // vdpbf16ps, k groups of 2 bf16
     fma_f32,       // vfmadd231ps on bf16/f16 converted to f32 when packed, k groups of 1

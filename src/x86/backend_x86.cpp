@@ -73,7 +73,7 @@ struct LowpFamily {
         switch (r.layout.step) {
             case plan::LowpStep::amx_int8: return "x86_int8_amx";
             case plan::LowpStep::amx_bf16: return "x86_bf16_amx";
-            case plan::LowpStep::vnni_u8s8: return "x86_int8_vnni_avx512";
+            case plan::LowpStep::vnni_u8s8: return zmm ? "x86_int8_vnni_avx512" : "x86_int8_avxvnni_avx2";
             case plan::LowpStep::madd_s16: return zmm ? "x86_int8_s16_avx512" : "x86_int8_s16_avx2";
             case plan::LowpStep::dot_bf16: return "x86_bf16_dot_avx512";
             case plan::LowpStep::fma_f32:

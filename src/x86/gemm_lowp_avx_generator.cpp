@@ -95,7 +95,10 @@ private:
 
     void multiply(const Xmm& a, int i, int j) {
         switch (L_.step) {
-            case LowpStep::vnni_u8s8: vpdpbusd(acc(i, j), a, bvec(j)); return;  // u8 A (first) x s8 B
+            case LowpStep::vnni_u8s8:  // u8 A (first) x s8 B; wraps (no saturation), exact while C fits s32
+                if (zmm_) vpdpbusd(acc(i, j), a, bvec(j));
+                else vpdpbusd(acc(i, j), a, bvec(j), Xbyak::VexEncoding);  // AVX-VNNI: no AVX512-VL needed
+                return;
             case LowpStep::madd_s16:
                 vpmaddwd(step_temp(), bvec(j), a);  // two s16 products summed exactly into s32
                 vpaddd(acc(i, j), acc(i, j), step_temp());

@@ -5,7 +5,7 @@
 //
 //   for each k group:  b[j] = B panel row (nr dwords: nr columns x one k group)
 //                      for each row i: x = broadcast A[i][group]; acc[i][j] = step(acc[i][j], x, b[j])
-//   steps: vpdpbusd (u8 x s8, 4 per dword), vpmaddwd + vpaddd (s16 pairs), vdpbf16ps (bf16 pairs),
+//   steps: vpdpbusd (u8 x s8, 4 per dword; ymm: the VEX form, AVX-VNNI), vpmaddwd + vpaddd (s16 pairs), vdpbf16ps (bf16 pairs),
 //          vfmadd231ps (f32)
 //   then the strip (K blocks before the last) or the fused epilogue (gemm_lowp_epilogue.hpp).
 #pragma once
