@@ -109,40 +109,66 @@ Timing time_on_stream(CUstream stream, const TimingPolicy& policy, const std::fu
     return t;
 }
 
+namespace {
+
+// problem's inputs in device memory (`copies` copies of A and B, rotated through by the timing loop; one C,
+// bias and scales) and a stream of their own: what jitmm's runs and its tuning use.
+class DeviceInputs {
+public:
+    DeviceInputs(const cuda::DriverApi& drv, const HostProblem& problem, int64_t copies)
+        : drv_(drv), problem_(problem), a_(drv, problem.a_pitch * copies), b_(drv, problem.b_pitch * copies),
+          c_(drv, problem.c_buf.bytes()), bias_(drv, problem.bias_buf.bytes()),
+          a_scales_(drv, problem.a_scales_buf.bytes()), b_scales_(drv, problem.b_scales_buf.bytes()) {
+        for (int64_t i = 0; i < copies; ++i) {
+            upload(a_.get() + problem.a_pitch * i, problem.a_ptr(i % problem.copies), problem.a_pitch, "A");
+            upload(b_.get() + problem.b_pitch * i, problem.b_ptr(i % problem.copies), problem.b_pitch, "B");
+        }
+        upload(bias_.get(), problem.bias_buf.data(), problem.bias_buf.bytes(), "bias");
+        upload(a_scales_.get(), problem.a_scales_buf.data(), problem.a_scales_buf.bytes(), "a_scales");
+        upload(b_scales_.get(), problem.b_scales_buf.data(), problem.b_scales_buf.bytes(), "b_scales");
+        cuda::check(drv.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    }
+    ~DeviceInputs() { drv_.cuStreamDestroy(stream_); }
+    DeviceInputs(const DeviceInputs&) = delete;
+    DeviceInputs& operator=(const DeviceInputs&) = delete;
+
+    CUdeviceptr c() const { return c_.get(); }
+    CUstream stream() const { return stream_; }
+
+    // jitmm's args for copy `copy` of A and B.
+    jitmm_matmul_args args(int64_t copy) const {
+        jitmm_matmul_args args;
+        jitmm_matmul_args_init(&args);
+        args.a = a_.at(problem_.a_pitch * static_cast<size_t>(copy));
+        args.b = b_.at(problem_.b_pitch * static_cast<size_t>(copy));
+        args.c = c_.at(0);
+        args.bias = problem_.bias_buf.bytes() > 0 ? bias_.at(0) : nullptr;
+        args.a_scales = problem_.a_scales_buf.bytes() > 0 ? static_cast<const float*>(a_scales_.at(0)) : nullptr;
+        args.b_scales = problem_.b_scales_buf.bytes() > 0 ? static_cast<const float*>(b_scales_.at(0)) : nullptr;
+        args.stream = stream_;
+        return args;
+    }
+
+private:
+    void upload(CUdeviceptr to, const void* from, size_t bytes, const char* what) {
+        if (bytes > 0) cuda::check(drv_.cuMemcpyHtoD(to, from, bytes), (std::string("cuMemcpyHtoD(") + what + ")").c_str());
+    }
+
+    const cuda::DriverApi& drv_;
+    const HostProblem& problem_;
+    DeviceBuffer a_, b_, c_, bias_, a_scales_, b_scales_;
+    CUstream stream_ = nullptr;
+};
+
+}  // namespace
+
 void tune_on_cuda(jitmm_engine* engine, HostProblem& problem, ShapeResult* r) {
     try {
         const cuda::DriverApi& drv = cuda::driver_or_throw();
         ContextScope context(drv, cuda_ordinal(r->device));
-        DeviceBuffer a(drv, problem.a_pitch), b(drv, problem.b_pitch), c(drv, problem.c_buf.bytes());
-        DeviceBuffer bias(drv, problem.bias_buf.bytes());
-        DeviceBuffer a_scales(drv, problem.a_scales_buf.bytes()), b_scales(drv, problem.b_scales_buf.bytes());
-        cuda::check(drv.cuMemcpyHtoD(a.get(), problem.a_ptr(0), problem.a_pitch), "cuMemcpyHtoD(A)");
-        cuda::check(drv.cuMemcpyHtoD(b.get(), problem.b_ptr(0), problem.b_pitch), "cuMemcpyHtoD(B)");
-        cuda::check(drv.cuMemcpyHtoD(c.get(), problem.c_buf.data(), problem.c_buf.bytes()), "cuMemcpyHtoD(C)");
-        if (problem.bias_buf.bytes() > 0)
-            cuda::check(drv.cuMemcpyHtoD(bias.get(), problem.bias_buf.data(), problem.bias_buf.bytes()), "cuMemcpyHtoD(bias)");
-        if (problem.a_scales_buf.bytes() > 0)
-            cuda::check(drv.cuMemcpyHtoD(a_scales.get(), problem.a_scales_buf.data(), problem.a_scales_buf.bytes()),
-                        "cuMemcpyHtoD(a_scales)");
-        if (problem.b_scales_buf.bytes() > 0)
-            cuda::check(drv.cuMemcpyHtoD(b_scales.get(), problem.b_scales_buf.data(), problem.b_scales_buf.bytes()),
-                        "cuMemcpyHtoD(b_scales)");
-        CUstream stream = nullptr;
-        cuda::check(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-        struct StreamGuard {
-            const cuda::DriverApi& drv;
-            CUstream s;
-            ~StreamGuard() { drv.cuStreamDestroy(s); }
-        } stream_guard{drv, stream};
-        jitmm_matmul_args args;
-        jitmm_matmul_args_init(&args);
-        args.a = a.at(0);
-        args.b = b.at(0);
-        args.c = c.at(0);
-        args.bias = problem.bias_buf.bytes() > 0 ? bias.at(0) : nullptr;
-        args.a_scales = problem.a_scales_buf.bytes() > 0 ? static_cast<const float*>(a_scales.at(0)) : nullptr;
-        args.b_scales = problem.b_scales_buf.bytes() > 0 ? static_cast<const float*>(b_scales.at(0)) : nullptr;
-        args.stream = stream;
+        const DeviceInputs inputs(drv, problem, 1);
+        cuda::check(drv.cuMemcpyHtoD(inputs.c(), problem.c_buf.data(), problem.c_buf.bytes()), "cuMemcpyHtoD(C)");
+        const jitmm_matmul_args args = inputs.args(0);
         size_t required = 0;
         jitmm_status st = jitmm_tune(engine, &r->desc, &args, nullptr, 0, &required);
         std::string log(required, '\0');
@@ -150,8 +176,9 @@ void tune_on_cuda(jitmm_engine* engine, HostProblem& problem, ShapeResult* r) {
         if (st != JITMM_STATUS_SUCCESS)
             fail(st, std::string("tune: ") + jitmm_status_string(st) + ": " + jitmm_last_error_message());
         log.resize(std::strlen(log.c_str()));
-        r->tuned = log.substr(0, log.find('\n'));
-        r->tune_log = log.find('\n') == std::string::npos ? "" : log.substr(log.find('\n') + 1);
+        const size_t newline = log.find('\n');
+        r->tuned = log.substr(0, newline);
+        r->tune_log = newline == std::string::npos ? "" : log.substr(newline + 1);
     } catch (const Error& e) {
         r->error = e.what();
     }
@@ -162,66 +189,30 @@ void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostPro
     const jitmm_matmul_desc& d = r->desc;
     try {
         const cuda::DriverApi& drv = cuda::driver_or_throw();
-        const int ordinal = cuda_ordinal(r->device);
-        ContextScope context(drv, ordinal);
-
+        ContextScope context(drv, cuda_ordinal(r->device));
         // Enough copies of A and B that one pass over them exceeds twice the L2.
         const int64_t copies = device_rotation_copies(problem, r->device);
-        DeviceBuffer a(drv, problem.a_pitch * copies), b(drv, problem.b_pitch * copies);
-        DeviceBuffer c(drv, problem.c_buf.bytes()), bias(drv, problem.bias_buf.bytes());
-        DeviceBuffer a_scales(drv, problem.a_scales_buf.bytes()), b_scales(drv, problem.b_scales_buf.bytes());
-        if (problem.a_scales_buf.bytes() > 0)
-            cuda::check(drv.cuMemcpyHtoD(a_scales.get(), problem.a_scales_buf.data(), problem.a_scales_buf.bytes()),
-                        "cuMemcpyHtoD(a_scales)");
-        if (problem.b_scales_buf.bytes() > 0)
-            cuda::check(drv.cuMemcpyHtoD(b_scales.get(), problem.b_scales_buf.data(), problem.b_scales_buf.bytes()),
-                        "cuMemcpyHtoD(b_scales)");
-        for (int64_t i = 0; i < copies; ++i) {
-            cuda::check(drv.cuMemcpyHtoD(a.get() + problem.a_pitch * i, problem.a_ptr(i % problem.copies), problem.a_pitch), "cuMemcpyHtoD(A)");
-            cuda::check(drv.cuMemcpyHtoD(b.get() + problem.b_pitch * i, problem.b_ptr(i % problem.copies), problem.b_pitch), "cuMemcpyHtoD(B)");
-        }
-        if (problem.bias_buf.bytes() > 0)
-            cuda::check(drv.cuMemcpyHtoD(bias.get(), problem.bias_buf.data(), problem.bias_buf.bytes()), "cuMemcpyHtoD(bias)");
-        CUstream stream = nullptr;
-        cuda::check(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-        struct StreamGuard {
-            const cuda::DriverApi& drv;
-            CUstream s;
-            ~StreamGuard() { drv.cuStreamDestroy(s); }
-        } stream_guard{drv, stream};
-
-        auto args_for = [&](int64_t copy) {
-            jitmm_matmul_args args;
-            jitmm_matmul_args_init(&args);
-            args.a = a.at(problem.a_pitch * static_cast<size_t>(copy));
-            args.b = b.at(problem.b_pitch * static_cast<size_t>(copy));
-            args.c = c.at(0);
-            args.bias = problem.bias_buf.bytes() > 0 ? bias.at(0) : nullptr;
-            args.a_scales = problem.a_scales_buf.bytes() > 0 ? static_cast<const float*>(a_scales.at(0)) : nullptr;
-            args.b_scales = problem.b_scales_buf.bytes() > 0 ? static_cast<const float*>(b_scales.at(0)) : nullptr;
-            args.stream = stream;
-            return args;
-        };
+        const DeviceInputs inputs(drv, problem, copies);
         auto run = [&](int64_t copy) {
-            const jitmm_matmul_args args = args_for(copy);
+            const jitmm_matmul_args args = inputs.args(copy);
             const jitmm_status st = jitmm_kernel_run(kernel, &args);
             if (st != JITMM_STATUS_SUCCESS)
                 fail(st, std::string("run: ") + jitmm_status_string(st) + ": " + jitmm_last_error_message());
         };
 
         // C as the check needs it: NaN everywhere when beta == 0 (it must not be read), else C0.
-        if (d.beta == 0.0f) cuda::check(drv.cuMemsetD8(c.get(), 0xFF, problem.c_buf.bytes()), "cuMemsetD8");
-        else cuda::check(drv.cuMemcpyHtoD(c.get(), c0.data(), c0.bytes()), "cuMemcpyHtoD(C)");
+        if (d.beta == 0.0f) cuda::check(drv.cuMemsetD8(inputs.c(), 0xFF, problem.c_buf.bytes()), "cuMemsetD8");
+        else cuda::check(drv.cuMemcpyHtoD(inputs.c(), c0.data(), c0.bytes()), "cuMemcpyHtoD(C)");
         if (options.check) {
             run(0);
-            cuda::check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize");
-            cuda::check(drv.cuMemcpyDtoH(problem.c_buf.data(), c.get(), problem.c_buf.bytes()), "cuMemcpyDtoH(C)");
+            cuda::check(drv.cuStreamSynchronize(inputs.stream()), "cuStreamSynchronize");
+            cuda::check(drv.cuMemcpyDtoH(problem.c_buf.data(), inputs.c(), problem.c_buf.bytes()), "cuMemcpyDtoH(C)");
             r->check = check_host_c();
             r->checked = true;
         }
 
         // Warm up, then batches of event-timed runs until the policy is met; the median of all samples.
-        const Timing t = time_on_stream(stream, options.timing, [&](int64_t i) { run(i % copies); });
+        const Timing t = time_on_stream(inputs.stream(), options.timing, [&](int64_t i) { run(i % copies); });
         const double median_s = t.median_s;
         r->runs = t.runs;
         r->copies = copies;

@@ -22,14 +22,9 @@ constexpr float kMul = 0.99999988f, kAdd = 1.2e-7f;
 // 24 zmm chains (+2 constants of 32 registers): FMA latency 4 x 2 ports needs 8; 24 leaves margin for any
 // core with longer latency. 2 flops x 16 lanes per FMA.
 constexpr int kChains512 = 24;
-__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
-    __m512 acc[kChains512];
-    for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j) * 1e-3f);
-    const __m512 mul = _mm512_set1_ps(kMul), add = _mm512_set1_ps(kAdd);
-    for (int64_t i = 0; i < iterations; ++i) {
-#pragma GCC unroll 24
-        for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_fmadd_ps(acc[j], mul, add);
-    }
+
+// The sum of every lane of every chain: keeps the chains' results alive.
+__attribute__((target("avx512f"))) float sum_chains(const __m512 (&acc)[kChains512]) {
     __m512 sum = acc[0];
     for (int j = 1; j < kChains512; ++j) sum = _mm512_add_ps(sum, acc[j]);
     // Summed through memory: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized inside its own header.
@@ -38,6 +33,16 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
     float total = 0.0f;
     for (float v : lanes) total += v;
     return total;
+}
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
+    __m512 acc[kChains512];
+    for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j) * 1e-3f);
+    const __m512 mul = _mm512_set1_ps(kMul), add = _mm512_set1_ps(kAdd);
+    for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 24
+        for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_fmadd_ps(acc[j], mul, add);
+    }
+    return sum_chains(acc);
 }
 
 // 12 ymm chains (+2 constants of 16 registers).
@@ -87,13 +92,7 @@ __attribute__((target("avx512f,avx512bf16"))) float dot_chains_bf16(int64_t iter
 #pragma GCC unroll 24
         for (int j = 0; j < kChains512; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
     }
-    __m512 sum = acc[0];
-    for (int j = 1; j < kChains512; ++j) sum = _mm512_add_ps(sum, acc[j]);
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, sum);
-    float total = 0.0f;
-    for (float v : lanes) total += v;
-    return total;
+    return sum_chains(acc);
 }
 
 // vfmadd231ph: 32 f16 lanes; acc * (1 - 2^-11) + 2^-11 converges to 1 like the f32 chains.

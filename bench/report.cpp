@@ -378,10 +378,10 @@ void print_peaks(const std::vector<std::pair<std::string, Peak>>& peaks, bool js
     }
     std::printf("jitmm %s, jitmm-bench --peak: FMA throughput in registers, best of 5-30 runs of ~20 ms, threads pinned\n",
                 jitmm_version_string());
-    std::printf("%-12s  %7s  %9s  %9s\n", "kind", "threads", "GFLOP/s", "per_core");
+    std::printf("%-16s  %7s  %9s  %9s\n", "kind", "threads", "GFLOP/s", "per_core");
     for (const auto& entry : peaks) {
         const Peak& p = entry.second;
-        std::printf("%-12s  %7d  %9.1f  %9.1f\n", entry.first.c_str(), p.threads, p.total_gflops, p.per_core_gflops);
+        std::printf("%-16s  %7d  %9.1f  %9.1f\n", entry.first.c_str(), p.threads, p.total_gflops, p.per_core_gflops);
     }
 }
 

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -470,6 +471,18 @@ bool sm90_device() {
     return major == 9 && minor == 0;
 }
 
+// Runs fn(0 .. n-1) on up to 8 threads (kernel creation and NVRTC compiles, which dominate these tests).
+void for_each_index_in_parallel(size_t n, const std::function<void(size_t)>& fn) {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    for (unsigned t = 0; t < n_threads; ++t)
+        workers.emplace_back([&] {
+            for (size_t i = next++; i < n; i = next++) fn(i);
+        });
+    for (std::thread& w : workers) w.join();
+}
+
 // The whole list: kernels are created in parallel (NVRTC time dominates), then run one by one.
 void run_cases(const std::vector<Case>& cases) {
     const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
@@ -493,18 +506,11 @@ void run_cases(const std::vector<Case>& cases) {
     std::vector<jitmm_kernel*> kernels(cases.size(), nullptr);
     std::vector<jitmm_status> status(cases.size(), JITMM_STATUS_SUCCESS);
     std::vector<std::string> messages(cases.size());
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> workers;
-    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    for (unsigned t = 0; t < n_threads; ++t)
-        workers.emplace_back([&] {
-            for (size_t i = next++; i < cases.size(); i = next++) {
-                const jitmm_matmul_desc d = desc_of(cases[i]);
-                status[i] = jitmm_kernel_create(engine, &d, &kernels[i]);
-                if (status[i] != JITMM_STATUS_SUCCESS) messages[i] = jitmm_last_error_message();
-            }
-        });
-    for (std::thread& w : workers) w.join();
+    for_each_index_in_parallel(cases.size(), [&](size_t i) {
+        const jitmm_matmul_desc d = desc_of(cases[i]);
+        status[i] = jitmm_kernel_create(engine, &d, &kernels[i]);
+        if (status[i] != JITMM_STATUS_SUCCESS) messages[i] = jitmm_last_error_message();
+    });
 
     {
         TestDevice dev(*drv);
@@ -593,25 +599,18 @@ TEST_CASE("cuda: generated kernels compile with NVRTC for sm_80, sm_90a and sm_1
     std::vector<std::string> errors(jobs.size());
     std::vector<double> ms(jobs.size(), 0.0);
     std::vector<size_t> sizes(jobs.size(), 0);
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> workers;
-    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    for (unsigned t = 0; t < n_threads; ++t)
-        workers.emplace_back([&] {
-            for (size_t i = next++; i < jobs.size(); i = next++) {
-                try {
-                    auto backend = jitmm::cuda::make_cuda_compile_only_backend(jobs[i].arch);
-                    const auto start = std::chrono::steady_clock::now();
-                    const jitmm::Artifact art = backend->plan(problem_of(jobs[i].c))->compile();
-                    ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-                    sizes[i] = art.payload.size();
-                    if (art.kind != "cubin" || art.payload.empty() || art.text.empty()) errors[i] = "bad artifact";
-                } catch (const std::exception& e) {
-                    errors[i] = e.what();
-                }
-            }
-        });
-    for (std::thread& w : workers) w.join();
+    for_each_index_in_parallel(jobs.size(), [&](size_t i) {
+        try {
+            auto backend = jitmm::cuda::make_cuda_compile_only_backend(jobs[i].arch);
+            const auto start = std::chrono::steady_clock::now();
+            const jitmm::Artifact art = backend->plan(problem_of(jobs[i].c))->compile();
+            ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+            sizes[i] = art.payload.size();
+            if (art.kind != "cubin" || art.payload.empty() || art.text.empty()) errors[i] = "bad artifact";
+        } catch (const std::exception& e) {
+            errors[i] = e.what();
+        }
+    });
     double worst = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
         INFO(jobs[i].arch << " " << describe(jobs[i].c) << ": " << errors[i]);
@@ -655,41 +654,34 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
 
     std::vector<std::string> errors(cases.size());
     std::vector<double> ms(cases.size(), 0.0);
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> workers;
-    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    for (unsigned t = 0; t < n_threads; ++t)
-        workers.emplace_back([&] {
-            for (size_t i = next++; i < cases.size(); i = next++) {
-                try {
-                    Problem p = problem_of(cases[i].c);
-                    p.a_type = cases[i].a;
-                    p.b_type = cases[i].b;
-                    p.a_scale = cases[i].sa;
-                    p.b_scale = cases[i].sb;
-                    std::string why;
-                    if (!jitmm::plan::sm90_applies(p, h100, &why)) {
-                        errors[i] = "not taken by the sm90 planner: " + why;
-                        continue;
-                    }
-                    const auto plan = jitmm::plan::plan_sm90_gemm(p, h100);
-                    const auto g = jitmm::cuda::generate_sm90_gemm(p, plan);
-                    const auto r = jitmm::cuda::compile_to_cubin(g.source, g.name, "sm_90a", {}, true);
-                    ms[i] = r.compile_ms;
-                    if (r.cubin.empty()) errors[i] += "no cubin; ";
-                    if (r.ptx.find("wgmma.mma_async") == std::string::npos) errors[i] += "no wgmma in the PTX; ";
-                    if (r.ptx.find("cp.async.bulk.tensor") == std::string::npos) errors[i] += "no TMA in the PTX; ";
-                    if (r.ptx.find("setmaxnreg") == std::string::npos) errors[i] += "no setmaxnreg in the PTX; ";
-                    // Through the backend too: the compile-only engine path picks the same generator.
-                    auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_90a");
-                    if (std::string(backend->plan(p)->generator()) != "cuda_sm90_wgmma")
-                        errors[i] += "the backend chose another generator; ";
-                } catch (const std::exception& e) {
-                    errors[i] += e.what();
-                }
+    for_each_index_in_parallel(cases.size(), [&](size_t i) {
+        try {
+            Problem p = problem_of(cases[i].c);
+            p.a_type = cases[i].a;
+            p.b_type = cases[i].b;
+            p.a_scale = cases[i].sa;
+            p.b_scale = cases[i].sb;
+            std::string why;
+            if (!jitmm::plan::sm90_applies(p, h100, &why)) {
+                errors[i] = "not taken by the sm90 planner: " + why;
+                return;
             }
-        });
-    for (std::thread& w : workers) w.join();
+            const auto plan = jitmm::plan::plan_sm90_gemm(p, h100);
+            const auto g = jitmm::cuda::generate_sm90_gemm(p, plan);
+            const auto r = jitmm::cuda::compile_to_cubin(g.source, g.name, "sm_90a", {}, true);
+            ms[i] = r.compile_ms;
+            if (r.cubin.empty()) errors[i] += "no cubin; ";
+            if (r.ptx.find("wgmma.mma_async") == std::string::npos) errors[i] += "no wgmma in the PTX; ";
+            if (r.ptx.find("cp.async.bulk.tensor") == std::string::npos) errors[i] += "no TMA in the PTX; ";
+            if (r.ptx.find("setmaxnreg") == std::string::npos) errors[i] += "no setmaxnreg in the PTX; ";
+            // Through the backend too: the compile-only engine path picks the same generator.
+            auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_90a");
+            if (std::string(backend->plan(p)->generator()) != "cuda_sm90_wgmma")
+                errors[i] += "the backend chose another generator; ";
+        } catch (const std::exception& e) {
+            errors[i] += e.what();
+        }
+    });
     double worst = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
         INFO(describe(cases[i].c) << " a=" << jitmm_dtype_name(cases[i].a) << " b=" << jitmm_dtype_name(cases[i].b)

@@ -209,12 +209,17 @@ public:
               "cuLaunchKernel");
     }
 
-    // A second kernel of the same module (the split-K reduction), launched on stream after the first.
-    void launch_other(const char* name, unsigned grid, unsigned block, void** params, void* stream) const {
-        const DriverApi& drv = device_->drv();
+    // Another kernel of the same module (the split-K reduction): looked up once, when the kernel is loaded.
+    CUfunction other_function(const char* name) const {
+        ContextScope scope(*device_);
         CUfunction f = nullptr;
-        check(drv.cuModuleGetFunction(&f, module_, name), ("cuModuleGetFunction(" + std::string(name) + ")").c_str());
-        check(drv.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, static_cast<CUstream>(stream), params, nullptr),
+        check(device_->drv().cuModuleGetFunction(&f, module_, name),
+              ("cuModuleGetFunction(" + std::string(name) + ")").c_str());
+        return f;
+    }
+    void launch_other(CUfunction f, unsigned grid, unsigned block, void** params, void* stream) const {
+        check(device_->drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, static_cast<CUstream>(stream), params,
+                                            nullptr),
               "cuLaunchKernel(reduction)");
     }
 
@@ -317,6 +322,7 @@ public:
         : Kernel(std::move(meta)), device_(std::move(device)), main_(device_, artifact), p_(p),
           target_(std::move(target)), sm90_(std::move(sm90)) {
         if (sm90_ && sm90_->cluster_m > 1) main_.fit_grid_to_resident_clusters(sm90_->cluster_m);
+        if (sm90_ && sm90_->split_k > 1) reduce_ = main_.other_function("jitmm_sm90_splitk_reduce");
     }
 
     void run(const RunArgs& args) const override {
@@ -364,7 +370,7 @@ public:
                 static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, int64_t{target_.sm_count} * 8));
             const void* ws_in = ws;
             void* reduce_params[] = {&ws_in, &c, &bias, &a_scales, &b_scales};
-            main_.launch_other("jitmm_sm90_splitk_reduce", grid, 256, reduce_params, args.stream);
+            main_.launch_other(reduce_, grid, 256, reduce_params, args.stream);
         } catch (...) {
             if (own) (void)drv.cuMemFreeAsync(ws_ptr, static_cast<CUstream>(args.stream));
             throw;
@@ -402,6 +408,7 @@ private:
     Problem p_;
     plan::CudaTarget target_;
     std::optional<plan::Sm90GemmPlan> sm90_;  // set: main_ is the Hopper kernel, launched with tensor maps
+    CUfunction reduce_ = nullptr;              // split K: the reduction kernel of main_'s module
     mutable std::once_flag fallback_once_;
     mutable std::unique_ptr<Module> fallback_;
     mutable std::exception_ptr fallback_error_;

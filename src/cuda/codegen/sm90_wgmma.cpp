@@ -131,6 +131,19 @@ void emit_wgmma(std::ostringstream& os, const Problem& p, const Sm90GemmPlan& pl
        << reg << "\"(d[i]) :: \"memory\");\n}\n";
 }
 
+// The dequantization factor of one element of C (fp8 with scales) as an expression: the product of the A scale
+// (one per tensor, or this row's) and the B scale (one per tensor, or this column's), each named by the caller.
+std::string scale_product(const Problem& p, const std::string& a_tensor, const std::string& a_row,
+                          const std::string& b_tensor, const std::string& b_column) {
+    std::string s;
+    auto mul = [&](const std::string& f) { s = s.empty() ? f : s + " * " + f; };
+    if (p.a_scale == ScaleMode::per_tensor) mul(a_tensor);
+    if (p.a_scale == ScaleMode::per_row) mul(a_row);
+    if (p.b_scale == ScaleMode::per_tensor) mul(b_tensor);
+    if (p.b_scale == ScaleMode::per_column) mul(b_column);
+    return s.empty() ? "1.0f" : s;
+}
+
 // The split-K reduction: one thread per element of C, the splits added in order 0..SPLIT-1 (the same result
 // for every launch), then scales and the epilogue, one store.
 void emit_split_reduce(std::ostringstream& os, const Problem& p) {
@@ -150,15 +163,8 @@ extern "C" __global__ void __launch_bounds__(256) jitmm_sm90_splitk_reduce(const
     const i64 batch = i / ((i64)M * N);
     const int rem = (int)(i - batch * M * N), row = rem / N, col = rem % N;
 )";
-    if (fp8 && p.quantized()) {
-        std::string s = "1.0f";
-        auto mul = [&](const std::string& b) { s = s == "1.0f" ? b : s + " * " + b; };
-        if (p.a_scale == ScaleMode::per_tensor) mul("a_scales[0]");
-        if (p.a_scale == ScaleMode::per_row) mul("a_scales[row]");
-        if (p.b_scale == ScaleMode::per_tensor) mul("b_scales[0]");
-        if (p.b_scale == ScaleMode::per_column) mul("b_scales[col]");
-        os << "    v *= " << s << ";\n";
-    }
+    if (fp8 && p.quantized())
+        os << "    v *= " << scale_product(p, "a_scales[0]", "a_scales[row]", "b_scales[0]", "b_scales[col]") << ";\n";
     os << R"(    char* c = (char*)c_ptr + batch * STRIDE_C + (i64)row * LDC + (i64)col * EC;
     c_store(c, finish(v, c, row, col, bias));
   }
@@ -402,16 +408,10 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     if (tail_n) os << "        if (col >= N) continue;\n";
     os << "        Acc v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];\n";
     if (fp8 && p.quantized()) {
-        std::string s0 = "1.0f", s1 = "1.0f";
-        auto mul = [](std::string& a, const std::string& b) { a = a == "1.0f" ? b : a + " * " + b; };
-        if (p.a_scale == ScaleMode::per_tensor) mul(s0, "sa_all"), mul(s1, "sa_all");
-        if (p.a_scale == ScaleMode::per_row) mul(s0, "sa_row"), mul(s1, "sa_row");
-        if (p.b_scale == ScaleMode::per_tensor) mul(s0, "sb_all"), mul(s1, "sb_all");
-        if (p.b_scale == ScaleMode::per_column) {
-            mul(s0, "b_scales[col]");
-            mul(s1, (tail_n || !plan.c_pairs) ? "(col + 1 < N ? b_scales[col + 1] : 0.0f)" : "b_scales[col + 1]");
-        }
-        os << "        v0 *= " << s0 << ";\n        v1 *= " << s1 << ";\n";
+        const std::string next_column =
+            (tail_n || !plan.c_pairs) ? "(col + 1 < N ? b_scales[col + 1] : 0.0f)" : "b_scales[col + 1]";
+        os << "        v0 *= " << scale_product(p, "sa_all", "sa_row", "sb_all", "b_scales[col]") << ";\n";
+        os << "        v1 *= " << scale_product(p, "sa_all", "sa_row", "sb_all", next_column) << ";\n";
     }
     os << "        char* c = C + (i64)row * LDC + (i64)col * EC;\n";
     if (plan.c_tma) {
