@@ -118,7 +118,8 @@ public:
     DeviceInputs(const cuda::DriverApi& drv, const HostProblem& problem, int64_t copies)
         : drv_(drv), problem_(problem), a_(drv, problem.a_pitch * copies), b_(drv, problem.b_pitch * copies),
           c_(drv, problem.c_buf.bytes()), bias_(drv, problem.bias_buf.bytes()),
-          a_scales_(drv, problem.a_scales_buf.bytes()), b_scales_(drv, problem.b_scales_buf.bytes()) {
+          a_scales_(drv, problem.a_scales_buf.bytes()), b_scales_(drv, problem.b_scales_buf.bytes()),
+          workspace_(drv, kWorkspaceBytes) {
         for (int64_t i = 0; i < copies; ++i) {
             upload(a_.get() + problem.a_pitch * i, problem.a_ptr(i % problem.copies), problem.a_pitch, "A");
             upload(b_.get() + problem.b_pitch * i, problem.b_ptr(i % problem.copies), problem.b_pitch, "B");
@@ -146,6 +147,8 @@ public:
         args.a_scales = problem_.a_scales_buf.bytes() > 0 ? static_cast<const float*>(a_scales_.at(0)) : nullptr;
         args.b_scales = problem_.b_scales_buf.bytes() > 0 ? static_cast<const float*>(b_scales_.at(0)) : nullptr;
         args.stream = stream_;
+        args.workspace = workspace_.at(0);
+        args.workspace_size = kWorkspaceBytes;
         return args;
     }
 
@@ -154,9 +157,12 @@ private:
         if (bytes > 0) cuda::check(drv_.cuMemcpyHtoD(to, from, bytes), (std::string("cuMemcpyHtoD(") + what + ")").c_str());
     }
 
+    // Scratch handed to jitmm (split K), as much as the cuBLASLt peer gets: a framework keeps one around.
+    static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
     const cuda::DriverApi& drv_;
     const HostProblem& problem_;
-    DeviceBuffer a_, b_, c_, bias_, a_scales_, b_scales_;
+    DeviceBuffer a_, b_, c_, bias_, a_scales_, b_scales_, workspace_;
     CUstream stream_ = nullptr;
 };
 

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -520,6 +521,16 @@ TEST_CASE("api: wrong struct_size is rejected for desc, args, engine config and 
     REQUIRE(info.generator != nullptr);
     CHECK(std::string(info.generator).rfind("x86_f32_", 0) == 0);
     CHECK(std::strlen(info.key_hex) == 32);
+    CHECK(info.workspace_size == 0);  // the x86 kernels need no scratch from the caller
+    // An info from a jitmm.h before workspace_size: filled up to its end, nothing written past it.
+    jitmm_kernel_info older;
+    std::memset(&older, 0xAB, sizeof older);
+    older.struct_size = offsetof(jitmm_kernel_info, workspace_size);
+    EXPECT_SUCCESS(jitmm_kernel_get_info(kernel, &older));
+    CHECK(std::strcmp(older.key_hex, info.key_hex) == 0);
+    size_t untouched;
+    std::memset(&untouched, 0xAB, sizeof untouched);
+    CHECK(older.workspace_size == untouched);
     jitmm_kernel_release(kernel);
 
     for (size_t size : kConfigSizes) {

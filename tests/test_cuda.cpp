@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -209,6 +210,8 @@ struct Case {
     int in_b = -1;  // B's type (a jitmm_dtype) when it differs from A's (fp8 mixes)
     jitmm::ScaleMode a_scale = jitmm::ScaleMode::none, b_scale = jitmm::ScaleMode::none;  // fp8 dequantization
     const char* want_generator = nullptr;  // on an sm_90 device: the generator this case must get
+    bool caller_workspace = false;  // hand in a poisoned workspace of the kernel's workspace_size (split K)
+    bool run_twice = false;         // run again (C restored) and require the same bytes: fixed summation order
     jitmm_dtype b_type() const { return in_b < 0 ? in : static_cast<jitmm_dtype>(in_b); }
 };
 
@@ -385,6 +388,15 @@ void run_and_check(const TestDevice& dev, jitmm_kernel* kernel, const Case& c, s
 
     CUstream stream = nullptr;
     if (c.own_stream) REQUIRE(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    jitmm_kernel_info info;
+    info.struct_size = sizeof info;
+    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+    std::unique_ptr<DeviceBuffer> workspace;
+    if (c.caller_workspace) {
+        REQUIRE(info.workspace_size > 0);
+        workspace = std::make_unique<DeviceBuffer>(drv, info.workspace_size);
+        REQUIRE(drv.cuMemsetD8(workspace->ptr(), 0xFF, info.workspace_size) == CUDA_SUCCESS);
+    }
     jitmm_matmul_args args;
     jitmm_matmul_args_init(&args);
     args.a = da.at(off_a);
@@ -394,17 +406,34 @@ void run_and_check(const TestDevice& dev, jitmm_kernel* kernel, const Case& c, s
     args.c = dc.at(off_c);
     args.bias = c.bias != BiasKind::none ? dbias.at(0) : nullptr;
     args.stream = stream;
-    const jitmm_status st = jitmm_kernel_run(kernel, &args);
-    INFO("run: " << jitmm_status_string(st) << " " << jitmm_last_error_message());
-    REQUIRE(st == JITMM_STATUS_SUCCESS);
-    if (stream != nullptr) {
-        REQUIRE(drv.cuStreamSynchronize(stream) == CUDA_SUCCESS);
-        drv.cuStreamDestroy(stream);
-    } else {
-        REQUIRE(drv.cuCtxSynchronize() == CUDA_SUCCESS);
+    if (workspace) {
+        args.workspace = workspace->at(0);
+        args.workspace_size = info.workspace_size;
     }
-    std::vector<char> out(ch.size());
-    REQUIRE(drv.cuMemcpyDtoH(out.data(), dc.ptr() + off_c, out.size()) == CUDA_SUCCESS);
+    auto run_once = [&] {
+        const jitmm_status st = jitmm_kernel_run(kernel, &args);
+        INFO("run: " << jitmm_status_string(st) << " " << jitmm_last_error_message());
+        REQUIRE(st == JITMM_STATUS_SUCCESS);
+        if (stream != nullptr) REQUIRE(drv.cuStreamSynchronize(stream) == CUDA_SUCCESS);
+        else REQUIRE(drv.cuCtxSynchronize() == CUDA_SUCCESS);
+        std::vector<char> result(ch.size());
+        REQUIRE(drv.cuMemcpyDtoH(result.data(), dc.ptr() + off_c, result.size()) == CUDA_SUCCESS);
+        return result;
+    };
+    const std::vector<char> out = run_once();
+    if (workspace) {
+        // The first arrival counter (tile 0, first consumer) counted every K range there: the caller's
+        // workspace was the one used.
+        uint32_t counter = 0;
+        REQUIRE(drv.cuMemcpyDtoH(&counter, workspace->ptr(), 4) == CUDA_SUCCESS);
+        CHECK(counter >= 2);
+        CHECK(counter <= 16);
+    }
+    if (c.run_twice) {
+        if (c.beta != 0) REQUIRE(drv.cuMemcpyHtoD(dc.ptr() + off_c, ch.data(), ch.size()) == CUDA_SUCCESS);
+        CHECK(run_once() == out);
+    }
+    if (stream != nullptr) drv.cuStreamDestroy(stream);
 
     // float64 reference: op(A) and op(B)^T gathered contiguous per row, then dot products.
     const bool exact_int = c.out == JITMM_DTYPE_S32 && c.alpha == 1.0f && (c.beta == 0.0f || c.beta == 1.0f) &&
@@ -632,6 +661,7 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
         Case c;
         jitmm_dtype a, b;
         jitmm::ScaleMode sa = jitmm::ScaleMode::none, sb = jitmm::ScaleMode::none;
+        std::string recipe = "";  // a tuned choice instead of the heuristic's
     };
     std::vector<Sm90Case> cases;
     // 16-bit types in all four layouts (wgmma transposes M/N-major tiles), the others K-major only.
@@ -651,6 +681,18 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
                      jitmm::ScaleMode::per_tensor});
     cases.push_back({Case{77, 333, 160, 3, false, true, JITMM_DTYPE_F8_E5M2, JITMM_DTYPE_F32}, JITMM_DTYPE_F8_E5M2,
                      JITMM_DTYPE_F8_E4M3, jitmm::ScaleMode::per_row, jitmm::ScaleMode::per_column});
+    // Split K (float and integer partial sums, with scales) and a 4-stage 128x256 pipeline (narrower C tile).
+    Case split_bf16{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    split_bf16.bias = BiasKind::per_column, split_bf16.act = Activation::gelu_tanh;
+    cases.push_back({split_bf16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none,
+                     "sm90:128x128x6x1x4"});
+    cases.push_back({Case{64, 512, 8192, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32}, JITMM_DTYPE_S8,
+                     JITMM_DTYPE_S8, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90:64x128x6x1x3"});
+    cases.push_back({Case{130, 640, 4096, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_F32}, JITMM_DTYPE_F8_E4M3,
+                     JITMM_DTYPE_F8_E5M2, jitmm::ScaleMode::per_row, jitmm::ScaleMode::per_column,
+                     "sm90:128x128x6x1x2"});
+    cases.push_back({Case{8192, 8192, 8192, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, JITMM_DTYPE_BF16,
+                     JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90:128x256x4"});
 
     std::vector<std::string> errors(cases.size());
     std::vector<double> ms(cases.size(), 0.0);
@@ -666,7 +708,9 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
                 errors[i] = "not taken by the sm90 planner: " + why;
                 return;
             }
-            const auto plan = jitmm::plan::plan_sm90_gemm(p, h100);
+            const auto plan = jitmm::plan::plan_sm90_gemm(p, h100, cases[i].recipe);
+            if (!cases[i].recipe.empty() && plan.smem_bytes() > h100.smem_per_block_optin)
+                errors[i] += "the recipe does not fit shared memory; ";
             const auto g = jitmm::cuda::generate_sm90_gemm(p, plan);
             const auto r = jitmm::cuda::compile_to_cubin(g.source, g.name, "sm_90a", {}, true);
             ms[i] = r.compile_ms;
@@ -674,9 +718,11 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
             if (r.ptx.find("wgmma.mma_async") == std::string::npos) errors[i] += "no wgmma in the PTX; ";
             if (r.ptx.find("cp.async.bulk.tensor") == std::string::npos) errors[i] += "no TMA in the PTX; ";
             if (r.ptx.find("setmaxnreg") == std::string::npos) errors[i] += "no setmaxnreg in the PTX; ";
+            if (plan.split_k > 1 && r.ptx.find("atom.global.add") == std::string::npos)
+                errors[i] += "split K without its arrival counter; ";
             // Through the backend too: the compile-only engine path picks the same generator.
             auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_90a");
-            if (std::string(backend->plan(p)->generator()) != "cuda_sm90_wgmma")
+            if (cases[i].recipe.empty() && std::string(backend->plan(p)->generator()) != "cuda_sm90_wgmma")
                 errors[i] += "the backend chose another generator; ";
         } catch (const std::exception& e) {
             errors[i] += e.what();
@@ -958,16 +1004,19 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
     run_cases(cases);
 }
 
-// Split K (partial sums in a workspace, a reduction kernel adds them in order and applies the epilogue): a
-// tuning candidate, forced with the knob here on tails, batches, every epilogue part, s8 (exact sums) and fp8
-// with scales; the workspace comes from the stream-ordered pool.
+// Split K (each K range's partial sums in a workspace slot, the tile's last range adds them in range order
+// and runs the epilogue): forced with the knob here on tails, batches, every epilogue part, s8 (exact sums)
+// and fp8 with scales; the workspace comes from the stream-ordered pool or from the caller.
 TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     constexpr const char* kSm90 = "cuda_sm90_wgmma";
-    // The cost model would split a few-tile shape when allowed, and tuning offers that split.
+    // The cost model splits a few-tile shape (unless told not to), and tuning offers neighbouring splits.
     Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     const auto h100 = jitmm::plan::cuda_target_from_arch("sm_90a");
-    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100, "", true).split_k > 1);
-    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100).split_k == 1);
+    const auto split_plan = jitmm::plan::plan_sm90_gemm(problem_of(llm), h100);
+    CHECK(split_plan.split_k > 1);
+    CHECK(split_plan.workspace_bytes(problem_of(llm)) >= int64_t{4} * 128 * 4096 * split_plan.split_k);
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100, "", false).split_k == 1);
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100, "", false).workspace_bytes(problem_of(llm)) == 0);
     bool offered = false;
     for (const std::string& c : jitmm::plan::sm90_tune_candidates(problem_of(llm), h100))
         offered = offered || std::count(c.begin(), c.end(), 'x') == 4;
@@ -976,11 +1025,14 @@ TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     Case tails{100, 1000, 3000, 2, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     tails.alpha = 0.5f, tails.beta = 1.0f, tails.bias = BiasKind::per_column, tails.act = Activation::gelu_tanh;
     tails.want_generator = kSm90;
+    tails.run_twice = true;
     cases.push_back(tails);
     Case odd_n{77, 333, 2048, 1, true, false, JITMM_DTYPE_F16, JITMM_DTYPE_F32};
     odd_n.bias = BiasKind::per_row, odd_n.bias_f32 = true, odd_n.act = Activation::silu;
     odd_n.lda_pad = 3, odd_n.ldb_pad = 3;  // 80- and 336-element rows: 16-byte aligned
     odd_n.want_generator = kSm90;
+    odd_n.caller_workspace = true;
+    odd_n.run_twice = true;
     cases.push_back(odd_n);
     Case s8{64, 512, 8192, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
     s8.beta = 1.0f, s8.bias = BiasKind::per_column, s8.act = Activation::relu;

@@ -170,6 +170,9 @@ typedef struct jitmm_kernel_info {
     double jit_time_us;       /* time it took to make this kernel (generate, or load from the disk cache); a
                                  memory-cache hit hands out the same kernel with its original time */
     size_t code_size;         /* bytes of machine code / cubin */
+    /* Appended (an info whose struct_size ends before it, from an older jitmm.h, is filled without it). */
+    size_t workspace_size;    /* scratch a run uses when args.workspace has this many bytes (256-byte aligned);
+                                 with less, the engine provides its own (CUDA: stream-ordered). 0: none */
 } jitmm_kernel_info;
 
 /* Library version, JITMM_VERSION of the build that is loaded. */

@@ -11,6 +11,7 @@
 
 #include <jitmm/jitmm.h>
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -200,7 +201,8 @@ JITMM_API jitmm_status jitmm_kernel_get_info(const jitmm_kernel* kernel, jitmm_k
     return guarded([&] {
         require(kernel, "kernel");
         require(info, "info");
-        if (info->struct_size != sizeof(jitmm_kernel_info))
+        constexpr size_t kBeforeWorkspace = offsetof(jitmm_kernel_info, workspace_size);  // an older jitmm.h
+        if (info->struct_size != sizeof(jitmm_kernel_info) && info->struct_size != kBeforeWorkspace)
             fail(JITMM_STATUS_INVALID_STRUCT_SIZE, "jitmm_kernel_info.struct_size is " +
                                                        std::to_string(info->struct_size) + ", expected " +
                                                        std::to_string(sizeof(jitmm_kernel_info)));
@@ -211,6 +213,7 @@ JITMM_API jitmm_status jitmm_kernel_get_info(const jitmm_kernel* kernel, jitmm_k
         std::memcpy(info->key_hex, hex.c_str(), sizeof info->key_hex);
         info->jit_time_us = meta.jit_time_us;
         info->code_size = meta.code_size;
+        if (info->struct_size > kBeforeWorkspace) info->workspace_size = kernel->kernel->workspace_bytes();
     });
 }
 

@@ -38,6 +38,9 @@ public:
 
     // Runs the matmul it was generated for; thread-safe; throws jitmm::Error on failure.
     virtual void run(const RunArgs& args) const = 0;
+    // Scratch run() uses when the caller hands in at least this much (RunArgs::workspace, 256-byte aligned);
+    // with less it provides its own. 0: none.
+    virtual size_t workspace_bytes() const { return 0; }
     const KernelMeta& meta() const { return meta_; }
     // Set once by the engine that made it, before the kernel is shared.
     void set_generation_stats(double jit_time_us) { meta_.jit_time_us = jit_time_us; }

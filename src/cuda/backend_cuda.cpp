@@ -209,20 +209,6 @@ public:
               "cuLaunchKernel");
     }
 
-    // Another kernel of the same module (the split-K reduction): looked up once, when the kernel is loaded.
-    CUfunction other_function(const char* name) const {
-        ContextScope scope(*device_);
-        CUfunction f = nullptr;
-        check(device_->drv().cuModuleGetFunction(&f, module_, name),
-              ("cuModuleGetFunction(" + std::string(name) + ")").c_str());
-        return f;
-    }
-    void launch_other(CUfunction f, unsigned grid, unsigned block, void** params, void* stream) const {
-        check(device_->drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, static_cast<CUstream>(stream), params,
-                                            nullptr),
-              "cuLaunchKernel(reduction)");
-    }
-
     // The SM80 kernels' parameters: (a, b, c, bias).
     void launch_sm80(const RunArgs& args) const {
         const void* a = args.a;
@@ -322,7 +308,6 @@ public:
         : Kernel(std::move(meta)), device_(std::move(device)), main_(device_, artifact), p_(p),
           target_(std::move(target)), sm90_(std::move(sm90)) {
         if (sm90_ && sm90_->cluster_m > 1) main_.fit_grid_to_resident_clusters(sm90_->cluster_m);
-        if (sm90_ && sm90_->split_k > 1) reduce_ = main_.other_function("jitmm_sm90_splitk_reduce");
     }
 
     void run(const RunArgs& args) const override {
@@ -352,32 +337,30 @@ public:
             main_.launch(params, args.stream);
             return;
         }
-        // Split K: the partial sums in a workspace, the caller's when it is big enough, else stream-ordered
-        // memory from the device's pool (allocated and freed in stream order: no synchronization).
-        const size_t bytes = size_t(sm90_->split_k) * size_t(p_.batch) * size_t(p_.m) * size_t(p_.n) * 4;
-        CUdeviceptr ws_ptr = 0;
-        const bool own = args.workspace == nullptr || args.workspace_size < bytes;
-        if (own)
-            ws_ptr = device_->scratch_alloc(bytes, static_cast<CUstream>(args.stream));
-        else
-            ws_ptr = reinterpret_cast<CUdeviceptr>(args.workspace);
+        // Split K: the partial sums and arrival counters in a workspace, the caller's when it is big enough
+        // and 256-byte aligned, else stream-ordered memory from the device's pool (allocated and freed in
+        // stream order: no synchronization). The counters start at zero on every launch.
+        const size_t bytes = static_cast<size_t>(sm90_->workspace_bytes(p_));
+        const bool own = args.workspace == nullptr || args.workspace_size < bytes || !aligned(args.workspace, 256);
+        const CUstream stream = static_cast<CUstream>(args.stream);
+        const CUdeviceptr ws_ptr =
+            own ? device_->scratch_alloc(bytes, stream) : reinterpret_cast<CUdeviceptr>(args.workspace);
         void* ws = reinterpret_cast<void*>(ws_ptr);
         try {
+            check(entry(drv.cuMemsetD32Async, "cuMemsetD32Async")(
+                      ws_ptr, 0, static_cast<size_t>(sm90_->workspace_counter_bytes(p_)) / 4, stream),
+                  "cuMemsetD32Async(split-K counters)");
             void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales, &ws};
             main_.launch(params, args.stream);
-            const int64_t total = p_.batch * p_.m * p_.n;
-            const unsigned grid =
-                static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, int64_t{target_.sm_count} * 8));
-            const void* ws_in = ws;
-            void* reduce_params[] = {&ws_in, &c, &bias, &a_scales, &b_scales};
-            main_.launch_other(reduce_, grid, 256, reduce_params, args.stream);
         } catch (...) {
-            if (own) (void)drv.cuMemFreeAsync(ws_ptr, static_cast<CUstream>(args.stream));
+            if (own) (void)drv.cuMemFreeAsync(ws_ptr, stream);
             throw;
         }
-        if (own)
-            check(entry(drv.cuMemFreeAsync, "cuMemFreeAsync")(ws_ptr, static_cast<CUstream>(args.stream)),
-                  "cuMemFreeAsync(split-K workspace)");
+        if (own) check(entry(drv.cuMemFreeAsync, "cuMemFreeAsync")(ws_ptr, stream), "cuMemFreeAsync(split-K workspace)");
+    }
+
+    size_t workspace_bytes() const override {
+        return sm90_ ? static_cast<size_t>(sm90_->workspace_bytes(p_)) : 0;
     }
 
 private:
@@ -408,7 +391,6 @@ private:
     Problem p_;
     plan::CudaTarget target_;
     std::optional<plan::Sm90GemmPlan> sm90_;  // set: main_ is the Hopper kernel, launched with tensor maps
-    CUfunction reduce_ = nullptr;              // split K: the reduction kernel of main_'s module
     mutable std::once_flag fallback_once_;
     mutable std::unique_ptr<Module> fallback_;
     mutable std::exception_ptr fallback_error_;

@@ -60,6 +60,7 @@ constexpr int kDriverAbiVersion = 12000;
     X(cuMemcpyHtoD, v3020, false)                             \
     X(cuMemcpyDtoH, v3020, false)                             \
     X(cuMemsetD8, v3020, false)                               \
+    X(cuMemsetD32Async, v3020, false)                         \
     X(cuStreamCreate, v2000, false)                           \
     X(cuStreamDestroy, v4000, false)                          \
     X(cuStreamSynchronize, v2000, false)                      \

@@ -73,9 +73,12 @@ bool apply_choice(Sm90GemmPlan& plan, const CudaTarget& target, const char* text
     plan.stages = stages;
     plan.cluster_m = cluster;
     plan.split_k = split;
-    if (split > 1) plan.c_tma = false;  // the partial sums go to the workspace, the reduction stores C
     if (cluster == 2 && !b_splits(plan))
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + ": B tile cannot be split in two");
+    // A deep pipeline may need a narrower shared C tile.
+    plan.c_pass_bytes = 512;
+    while (plan.smem_bytes() > target.smem_per_block_optin && plan.c_tma && plan.c_pass_bytes > 128)
+        plan.c_pass_bytes /= 2;
     if (plan.smem_bytes() > target.smem_per_block_optin)
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + " needs " +
                                              std::to_string(plan.smem_bytes()) + " bytes of shared memory");
@@ -103,22 +106,36 @@ constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 128, 0.88}, {1, 256, 0.7
 
 int Sm90GemmPlan::c_cols() const {
     const int per_box = 128 / c_bytes;  // the C tensor map's box: 128 bytes of a row
-    for (int passes = 1; passes <= 4; ++passes)
-        if (bn % passes == 0 && bn / passes * c_bytes <= 512 && (bn / passes) % per_box == 0) return bn / passes;
+    for (int passes = 1; passes <= 8; ++passes)
+        if (bn % passes == 0 && bn / passes * c_bytes <= c_pass_bytes && (bn / passes) % per_box == 0) return bn / passes;
     return per_box;
 }
 
 std::string Sm90GemmPlan::describe() const {
+    const std::string c_store = c_tma ? " c=tma/" + std::to_string(c_cols()) : c_pairs ? "" : " c=single";
     char buf[256];
     std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 split_k=%d ctas=%d group_m=%d a=%s b=%s%s",
                   bm, bn, bk, consumers, stages, cluster_m, split_k, ctas, group_m, a_k_major ? "k-major" : "m-major",
-                  b_k_major ? "k-major" : "n-major", c_tma ? " c=tma" : c_pairs ? "" : " c=single");
+                  b_k_major ? "k-major" : "n-major", c_store.c_str());
     return buf;
 }
 
 void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
     w.i64('n', ctas).i64('l', cluster_m).i64('k', split_k).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
+    w.i64('p', c_pass_bytes);
+}
+
+int64_t Sm90GemmPlan::workspace_counter_bytes(const Problem& p) const {
+    if (split_k <= 1) return 0;
+    const int64_t tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
+    return (tiles * consumers * 4 + 255) / 256 * 256;
+}
+
+int64_t Sm90GemmPlan::workspace_bytes(const Problem& p) const {
+    if (split_k <= 1) return 0;
+    const int64_t tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
+    return workspace_counter_bytes(p) + tiles * split_k * int64_t{bm} * bn * 4;
 }
 
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not) {
@@ -160,18 +177,16 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
 
     // The tile and K split with the least estimated time: the busiest SM's share of work units (a persistent
     // grid of one CTA per SM walks them in turn), each at the tile's efficiency, plus for a split the partial
-    // sums' round trip through L2 and the reduction kernel's launch. Rates are the H100's, roughly.
+    // sums' round trip through L2 (each unit writes its slot, the tile's last unit reads the others) and the
+    // counters' reset. Rates are the H100's, roughly.
     const TileCandidate* best = nullptr;
     int best_split = 1;
     double best_time = 0;
     const int64_t kt = ceil_div(p.k, plan.bk);
-    constexpr double kSmRate = 5.5e12;   // dense tensor-core FLOP/s of one SM at the 128x256 tile (measured)
-    constexpr double kL2Rate = 6.0e12;   // bytes/s for the partial sums (written once, read once, L2-resident)
-    constexpr double kUnitRamp = 1.5e-6; // pipeline fill and epilogue of one work unit
-    // Split K is correct but measured slower on the H100 so far (128x4096x4096 bf16 with the workspace from the
-    // engine's pool: 128x128 tiles split 2 ways 28 us, 4 ways 32 us, vs 19.5 us unsplit on 64x64 tiles): the
-    // partial sums' round trip and the reduction launch cost more than the idle SMs. So the heuristic stays at
-    // one split unless allow_split; jitmm_tune times the splits.
+    constexpr double kSmRate = 5.5e12;    // dense tensor-core FLOP/s of one SM at the 128x256 tile (measured)
+    constexpr double kSmL2Rate = 100e9;   // bytes/s one SM moves to or from L2 (partial sums)
+    constexpr double kUnitRamp = 1.5e-6;  // pipeline fill and epilogue of one work unit
+    constexpr double kSplitFixed = 1.5e-6; // the counters' memset and the arrival handshake
     const int max_split = allow_split ? 8 : 1;
     for (const TileCandidate& t : kTiles) {
         const int bm = 64 * t.consumers;
@@ -180,9 +195,8 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
             if (split > 1 && (kt < 4 * split || tiles * split > 2.0 * target.sm_count)) break;
             const double per_sm = std::ceil(tiles * split / target.sm_count);
             double time = per_sm * (2.0 * bm * t.bn * double(p.k) / split / (kSmRate * t.efficiency) + kUnitRamp);
-            if (split > 1)
-                time += double(split) * 8.0 * double(p.m) * double(p.n) * double(p.batch) / kL2Rate + 3e-6;
-            // A split must win clearly: it costs a workspace and a second launch.
+            if (split > 1) time += double(split) * bm * t.bn * 4.0 / kSmL2Rate + kSplitFixed;
+            // A split must win clearly: it costs a workspace.
             const double margin = split > 1 ? 0.9 : 0.98;
             if (best == nullptr || time < best_time * margin) {
                 best = &t;
@@ -195,7 +209,6 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     plan.bm = 64 * best->consumers;
     plan.bn = best->bn;
     plan.split_k = best_split;
-    if (plan.split_k > 1) plan.c_tma = false;
 
     // As deep as shared memory allows (up to 6): the producer runs that many k-blocks ahead.
     plan.stages = 2;

@@ -20,8 +20,8 @@ struct Sm90GemmPlan {
     int group_m = 8;            // tile raster: group_m tile rows walked together (L2 reuse)
     int cluster_m = 1;          // 2: CTA pairs on vertically adjacent tiles share B (each loads half, multicast)
     int split_k = 1;            // > 1: K cut in split_k ranges (more work units than tiles, for shapes that would
-                                // leave SMs idle); partial sums go to a workspace, a second kernel adds them in
-                                // fixed order and applies the epilogue
+                                // leave SMs idle); each range's partial sums go to a workspace and the last range
+                                // of a tile to finish adds them all in fixed order and runs the epilogue
     int ctas = 132;             // persistent grid: CTAs that loop over the tiles (a multiple of cluster_m)
     bool a_k_major = true;      // A stored with K contiguous (not transposed)
     bool b_k_major = false;     // B stored with K contiguous (transposed, a Linear layer's weight)
@@ -29,15 +29,21 @@ struct Sm90GemmPlan {
     bool c_tma = false;         // the epilogue writes a swizzled C tile into shared memory and the copy engine
                                 // stores it while the consumers go on with the next tile
     int c_bytes = 2;            // C element size (shared-memory C tile)
-    // The shared C tile holds c_cols() columns (at most 512 bytes a row): the epilogue fills and hands it over
-    // bn / c_cols() times per tile.
+    int c_pass_bytes = 512;     // the shared C tile's row: 128..512 bytes (narrower leaves room for a deeper pipeline)
+    // The shared C tile holds c_cols() columns (at most c_pass_bytes a row): the epilogue fills and hands it
+    // over bn / c_cols() times per tile.
     int c_cols() const;
 
     int threads() const { return 128 * (1 + consumers); }
     int64_t stage_bytes() const { return int64_t{bm + bn} * 128; }
-    // Stages, the barriers, and 1 KiB to align the stages to the 128-byte swizzle's 1024-byte period.
+    // Stages, the C tile, the barriers, a flag per consumer, and 1 KiB to align the stages to the 128-byte
+    // swizzle's 1024-byte period.
     int64_t c_tile_bytes() const { return c_tma ? int64_t{bm} * c_cols() * c_bytes : 0; }
-    int64_t smem_bytes() const { return stages * stage_bytes() + c_tile_bytes() + 1024 + 2 * 8 * stages; }
+    int64_t smem_bytes() const { return stages * stage_bytes() + c_tile_bytes() + 1024 + 2 * 8 * stages + 16; }
+    // Split K: the caller's (or the engine's) scratch: one arrival counter per tile and consumer, then one
+    // slot of partial sums per work unit and consumer. Zero when K is not split.
+    int64_t workspace_counter_bytes(const Problem& p) const;
+    int64_t workspace_bytes(const Problem& p) const;
     std::string describe() const;
     void append_key(KeyWriter& w) const;
 };
@@ -47,11 +53,11 @@ struct Sm90GemmPlan {
 // anything but f16/bf16 both operands K-major (wgmma transposes only 16-bit types).
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not = nullptr);
 
-// Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER]", from
+// Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT]]", from
 // the tuning store) that replaces the heuristic's tile; JITMM_CUDA_TILE, when set, wins over both.
-// allow_split: let the cost model split K (off by default: measured slower, see the .cpp; tuning times it).
+// allow_split: let the cost model split K for shapes with too few tiles to fill the SMs.
 Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const std::string& choice = "",
-                            bool allow_split = false);
+                            bool allow_split = true);
 
 // The recipes jitmm_tune times for p: each tile shape at the deepest pipeline that fits.
 std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget& target);

@@ -144,34 +144,6 @@ std::string scale_product(const Problem& p, const std::string& a_tensor, const s
     return s.empty() ? "1.0f" : s;
 }
 
-// The split-K reduction: one thread per element of C, the splits added in order 0..SPLIT-1 (the same result
-// for every launch), then scales and the epilogue, one store.
-void emit_split_reduce(std::ostringstream& os, const Problem& p) {
-    const bool fp8 = p.a_type == JITMM_DTYPE_F8_E4M3 || p.a_type == JITMM_DTYPE_F8_E5M2;
-    os << R"(
-// ---- split-K reduction
-extern "C" __global__ void __launch_bounds__(256) jitmm_sm90_splitk_reduce(const Acc* __restrict__ ws,
-    void* __restrict__ c_ptr, const void* __restrict__ bias_ptr, const float* __restrict__ a_scales,
-    const float* __restrict__ b_scales) {
-  const i64 total = BATCH * M * N;
-  const char* bias = (const char*)bias_ptr;
-  (void)bias; (void)a_scales; (void)b_scales;
-  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < total; i += (i64)gridDim.x * 256) {
-    Acc v = ws[i];
-#pragma unroll
-    for (int s = 1; s < SPLIT; ++s) v += ws[i + s * total];
-    const i64 batch = i / ((i64)M * N);
-    const int rem = (int)(i - batch * M * N), row = rem / N, col = rem % N;
-)";
-    if (fp8 && p.quantized())
-        os << "    v *= " << scale_product(p, "a_scales[0]", "a_scales[row]", "b_scales[0]", "b_scales[col]") << ";\n";
-    os << R"(    char* c = (char*)c_ptr + batch * STRIDE_C + (i64)row * LDC + (i64)col * EC;
-    c_store(c, finish(v, c, row, col, bias));
-  }
-}
-)";
-}
-
 }  // namespace
 
 GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
@@ -205,6 +177,9 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
        << ", UNITS = " << units_m * tiles_n * p.batch * plan.split_k << ", GROUP_U = " << std::max(1, plan.group_m / cluster)
        << ";  // SPLIT: K ranges per tile\n";
     os << "constexpr i64 BATCH = " << p.batch << ";\n";
+    if (plan.split_k > 1)
+        os << "constexpr i64 WS_COUNTER_BYTES = " << plan.workspace_counter_bytes(p)
+           << ";  // split K: arrival counters (one per tile and consumer), then the partial-sum slots\n";
     os << "constexpr u32 A_STAGE = BM * 128, B_STAGE = BN * 128, STAGE_BYTES = A_STAGE + B_STAGE;  // 128 bytes of K per row\n";
     if (plan.c_tma) {
         os << "// C tiles in shared memory, one per consumer: boxes of 64 rows x 128 bytes (EPB elements), swizzled\n";
@@ -270,6 +245,7 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 c_tiles = base + STAGES * STAGE_BYTES;  // C_TILE_BYTES (asynchronous C store), a multiple of 1024
   const u32 full_bar = c_tiles + C_TILE_BYTES, empty_bar = full_bar + 8 * STAGES;
+  const u32 flags = empty_bar + 8 * STAGES;  // one word per consumer (split K: "this unit adds the partial sums")
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int rank = blockIdx.x % CLUSTER, first_unit = blockIdx.x / CLUSTER, unit_step = gridDim.x / CLUSTER;
   if (threadIdx.x == 0) {
@@ -366,27 +342,42 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     const int row0 = m_wg + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
 )";
     if (plan.split_k > 1) {
-        // This K range's partial sums go to the workspace (split-major, then batch, row, column); the reduction
-        // kernel below adds the splits in order and applies the epilogue.
-        os << "    Acc* W = ws + ((i64)split * BATCH + batch) * M * N;\n";
-        os << "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int row = row0 + 8 * h;\n";
-        if (tail_m) os << "      if (row >= M) continue;\n";
-        os << "#pragma unroll\n      for (int j = 0; j < BN / 8; ++j) {\n        const int col = col0 + 8 * j;\n";
-        if (tail_n) os << "        if (col >= N) continue;\n";
-        os << "        Acc* w = W + (i64)row * N + col;\n";
-        if (p.n % 2 == 0) {
-            os << "        struct __align__(8) Pair { Acc x, y; } v; v.x = acc[4 * j + 2 * h]; v.y = acc[4 * j + 2 * h + 1];\n"
-                  "        *(Pair*)w = v;\n";
-        } else {
-            os << "        w[0] = acc[4 * j + 2 * h];\n        if (col + 1 < N) w[1] = acc[4 * j + 2 * h + 1];\n";
+        // Each K range stores its partial sums in its own slot, laid out as the threads hold them (16-byte
+        // chunks, consecutive threads adjacent: coalesced), then counts itself in. The tile's last range to
+        // arrive adds every slot in range order (its own read back too: the same sums whoever is last, and
+        // the accumulators are free while it reads) and runs the epilogue; the others go on to their next unit.
+        const char* vec = p.a_type == JITMM_DTYPE_S8 ? "int4" : "float4";
+        os << "    {\n";
+        os << "      typedef " << vec << " Acc4;\n";
+        os << R"(      const int tile = u / SPLIT;
+      Acc4* const slots = (Acc4*)((char*)ws + WS_COUNTER_BYTES) + (i64)tile * SPLIT * CONSUMERS * 32 * NACC + consumer * 32 * NACC;
+      constexpr int SLOT = CONSUMERS * 32 * NACC;  // Acc4s between the slots of consecutive ranges
+      Acc4* const mine = slots + split * SLOT;
+#pragma unroll
+      for (int i = 0; i < NACC / 4; ++i) {
+        Acc4 q;
+        q.x = acc[4 * i]; q.y = acc[4 * i + 1]; q.z = acc[4 * i + 2]; q.w = acc[4 * i + 3];
+        __stcg(mine + i * 128 + tid, q);
+      }
+      __threadfence();
+      warpgroup_sync(1 + consumer);
+      volatile int* last = (volatile int*)((char*)smem_raw + (flags - smem_u32(smem_raw))) + consumer;
+      if (tid == 0) *last = atomicAdd((unsigned*)ws + tile * CONSUMERS + consumer, 1u) == SPLIT - 1;
+      warpgroup_sync(1 + consumer);
+      if (!*last) continue;
+      __threadfence();
+#pragma unroll
+      for (int i = 0; i < NACC / 4; ++i) {
+        Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma unroll 1
+        for (int r = 0; r < SPLIT; ++r) {
+          const Acc4 q = __ldcg(slots + r * SLOT + i * 128 + tid);
+          s0 += q.x; s1 += q.y; s2 += q.z; s3 += q.w;
         }
-        os << "      }\n    }\n  }\n  }\n}\n";
-        emit_split_reduce(os, p);
-        out.source = os.str();
-        out.grid[0] = plan.ctas;
-        out.block = plan.threads();
-        out.smem_bytes = plan.smem_bytes();
-        return out;
+        acc[4 * i] = s0; acc[4 * i + 1] = s1; acc[4 * i + 2] = s2; acc[4 * i + 3] = s3;
+      }
+    }
+)";
     }
     const int passes = plan.c_tma ? plan.bn / plan.c_cols() : 1;
     os << "#pragma unroll\n    for (int pass = 0; pass < " << passes << "; ++pass) {  // C columns pass * CN ..\n";

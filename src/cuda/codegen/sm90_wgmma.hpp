@@ -12,10 +12,11 @@
 namespace jitmm::cuda {
 
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
-constexpr int kSm90GeneratorVersion = 5;
+constexpr int kSm90GeneratorVersion = 6;
 
-// The kernel's parameters are (const __grid_constant__ CUtensorMap tma_a, ... tma_b, void* c,
-// const void* bias, const float* a_scales, const float* b_scales); the tensor maps are built per call
+// The kernel's parameters are (const __grid_constant__ CUtensorMap tma_a, ... tma_b, ... tma_c, void* c,
+// const void* bias, const float* a_scales, const float* b_scales, void* ws); ws (split K only) holds
+// plan.workspace_bytes(p), its first workspace_counter_bytes(p) zeroed before each launch; the tensor maps are built per call
 // (sm90_tensor_maps in the backend) with the boxes this plan names:
 //   K-major operand:  dims {K, rows, batch}, box {bk, tile rows}
 //   M/N-major operand: dims {rows, K, batch}, box {64, bk} (tile / 64 boxes per stage)
