@@ -934,6 +934,43 @@ struct EnvGuard {
 
 }  // namespace
 
+TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks gives the same results",
+          "[x86][lowp]") {
+    // Row-major B (K x N) through both packers: int8 k groups of 4 (with the column sums of the compensation)
+    // and 16-bit pairs; widths with panel tails, K tails inside a group, ld pads, AMX and VNNI tiers.
+    std::mt19937 rng(4242);
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
+    const int64_t ns[] = {1, 17, 32, 45, 100, 257};
+    const int64_t ks[] = {1, 3, 64, 67, 130, 2050};
+    for (const char* vbmi : {"1", "0"}) {
+        EnvGuard knob("JITMM_X86_PACK_VBMI", vbmi);
+        for (const char* tier : {"amx", "avx512_vnni"}) {
+            if (std::string(tier) == "amx" && jitmm::hw::cpu_info().best_isa < X86Isa::amx) continue;
+            if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) continue;
+            for (int threads : {1, 2}) {
+                INFO("vbmi " << vbmi << " tier " << tier << " threads " << threads);
+                EngineGuard e{make_engine(tier, threads)};
+                int it = 0;
+                for (const auto& in : ins) {
+                    for (int s = 0; s < 6; ++s, ++it) {
+                        Case c;
+                        c.a = in[0];
+                        c.b = in[1];
+                        c.c = c.a == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                        c.m = it % 3 == 0 ? 5 : 40;
+                        c.n = ns[(it + threads) % 6];
+                        c.k = ks[(it * 5 + 1) % 6];
+                        c.ldb_pad = it % 4 == 1 ? 3 : 0;
+                        c.zero_point = it % 5 == 2 && c.a == JITMM_DTYPE_U8 ? 77 : 0;
+                        check_case(e.e, c, rng);
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp AVX-VNNI: the avx2 tier runs VEX vpdpbusd on ymm, exactly", "[x86][lowp]") {
     if (!jitmm::hw::cpu_info().avx_vnni || jitmm::hw::cpu_info().best_isa < X86Isa::avx2) {
         WARN("SKIPPED: no AVX-VNNI on this CPU (the avx2 tier widens int8 to s16 there)");

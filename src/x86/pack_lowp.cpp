@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace jitmm::x86 {
@@ -204,7 +205,7 @@ __attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ld
     alignas(32) uint8_t row_copy[4][32];
     // Groups wholly past k_len are zero: written at once.
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
-    std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
+    if (groups > live) std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
     groups = live;
     for (int c0 = 0; c0 < nr; c0 += 32) {
         const int width = std::max(0, std::min(32, cols - c0));
@@ -250,7 +251,7 @@ __attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t l
                                                     int64_t groups, uint16_t* panel, bool masked) {
     alignas(32) uint8_t row_copy[2][32];
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
-    std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
+    if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
     groups = live;
     for (int c0 = 0; c0 < nr; c0 += 16) {
         const int width = std::max(0, std::min(16, cols - c0));
@@ -281,7 +282,7 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
                                                                   int cols, int nr, int64_t groups,
                                                                   uint16_t* panel) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
-    std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
+    if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
     // Output word 2c + e takes column c of row e: indices 0-31 pick from the first row, 32-63 the second.
     alignas(64) uint16_t lo_idx[32], hi_idx[32];
     for (int c = 0; c < 16; ++c) {
@@ -303,6 +304,89 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
             auto* dst = panel + (kg * nr + c0) * 2;
             _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, lo, r1));
             _mm512_storeu_si512(dst + 32, _mm512_permutex2var_epi16(r0, hi, r1));
+        }
+    }
+}
+
+// The same with one byte permute per 64 output bytes (AVX512-VBMI vpermt2b, one uop on the chips that have
+// it): 4 rows of 32 columns are the 128-byte table of two zmm (rows 0|1 and 2|3), and each 64-byte half of
+// the output picks its column quads from it. About half the instructions of the AVX2 unpacks (B packing was
+// 16-18% of a 256^3 AMX int8 call).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows_x4_vbmi(
+    const uint8_t* b, int64_t ldb, int64_t k_len, int cols, int nr, int64_t groups, uint8_t* panel, int32_t* colsum,
+    bool b_signed) {
+    const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
+    if (groups > live) std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
+    // Output byte 4c + e (c < 16 in the low half, 16 + c in the high half) is column c of row e.
+    alignas(64) uint8_t lo_idx[64], hi_idx[64];
+    for (int c = 0; c < 16; ++c)
+        for (int e = 0; e < 4; ++e) {
+            lo_idx[4 * c + e] = static_cast<uint8_t>(32 * e + c);
+            hi_idx[4 * c + e] = static_cast<uint8_t>(32 * e + 16 + c);
+        }
+    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    const __m512i ones8 = _mm512_set1_epi8(1), ones16 = _mm512_set1_epi16(1);
+    for (int c0 = 0; c0 < nr; c0 += 32) {
+        const int width = std::max(0, std::min(32, cols - c0));
+        const int chunk = std::min(32, nr - c0);  // 16 or 32 columns of the panel
+        const __mmask32 mask = static_cast<__mmask32>((uint64_t(1) << width) - 1);
+        __m512i sums[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int64_t kg = 0; kg < live; ++kg) {
+            const uint8_t* row = b + 4 * kg * ldb + c0;
+            __m256i r[4];
+            for (int e = 0; e < 4; ++e) {
+                r[e] = 4 * kg + e < k_len ? _mm256_maskz_loadu_epi8(mask, row + e * ldb) : _mm256_setzero_si256();
+                _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + e) * ldb), _MM_HINT_T0);
+            }
+            const __m512i t01 = _mm512_inserti64x4(_mm512_castsi256_si512(r[0]), r[1], 1);
+            const __m512i t23 = _mm512_inserti64x4(_mm512_castsi256_si512(r[2]), r[3], 1);
+            const __m512i o[2] = {_mm512_permutex2var_epi8(t01, lo, t23), _mm512_permutex2var_epi8(t01, hi, t23)};
+            auto* dst = panel + (kg * nr + c0) * 4;
+            _mm512_storeu_si512(dst, o[0]);
+            if (chunk == 32) _mm512_storeu_si512(dst + 64, o[1]);
+            if (colsum)
+                for (int v = 0; v < 2; ++v) {
+                    const __m512i pairs =
+                        b_signed ? _mm512_maddubs_epi16(ones8, o[v]) : _mm512_maddubs_epi16(o[v], ones8);
+                    sums[v] = _mm512_add_epi32(sums[v], _mm512_madd_epi16(pairs, ones16));
+                }
+        }
+        if (colsum)
+            for (int v = 0; v < chunk / 16; ++v) {
+                alignas(64) int32_t lanes[16];
+                _mm512_store_si512(lanes, sums[v]);
+                for (int i = 0; i < 16; ++i) colsum[c0 + v * 16 + i] += lanes[i];
+            }
+    }
+}
+
+// 16-bit rows, k groups of 2, by byte permutes too (vpermt2w is 3 uops where vpermt2b is one): output word
+// 2c + e is column c of row e.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void pack_b_rows_x2_vbmi(const uint16_t* b, int64_t ldb,
+                                                                             int64_t k_len, int cols, int nr,
+                                                                             int64_t groups, uint16_t* panel) {
+    const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
+    if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
+    alignas(64) uint8_t lo_idx[64], hi_idx[64];
+    for (int c = 0; c < 16; ++c)
+        for (int e = 0; e < 2; ++e)
+            for (int byte = 0; byte < 2; ++byte) {
+                lo_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * c + byte);
+                hi_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * (16 + c) + byte);
+            }
+    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    for (int c0 = 0; c0 < nr; c0 += 32) {
+        const int width = std::max(0, std::min(32, cols - c0));
+        const __mmask32 mask = static_cast<__mmask32>((uint64_t(1) << width) - 1);
+        for (int64_t kg = 0; kg < live; ++kg) {
+            const uint16_t* row = b + 2 * kg * ldb + c0;
+            const __m512i r0 = _mm512_maskz_loadu_epi16(mask, row);
+            _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
+            const __m512i r1 = 2 * kg + 1 < k_len ? _mm512_maskz_loadu_epi16(mask, row + ldb) : _mm512_setzero_si512();
+            auto* dst = panel + (kg * nr + c0) * 2;
+            _mm512_storeu_si512(dst, _mm512_permutex2var_epi8(r0, lo, r1));
+            _mm512_storeu_si512(dst + 32, _mm512_permutex2var_epi8(r0, hi, r1));
         }
     }
 }
@@ -339,6 +423,16 @@ __attribute__((target("avx2"))) void pack_b_cols_dwords(const uint8_t* b, int64_
         for (int c = 0; c < cols; ++c) std::memcpy(panel + kg * nr + c, b + c * ldb_bytes + kg * 4, 4);
 }
 
+// JITMM_X86_PACK_VBMI=0 takes the AVX2 / vpermt2w packers (read per call: tests cover both on one chip).
+bool pack_vbmi_enabled() {
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512vbmi") != 0;
+    }();
+    const char* env = std::getenv("JITMM_X86_PACK_VBMI");
+    return has && (env == nullptr || env[0] != '0');
+}
+
 // The fast paths: the packed element is the stored one (no conversion) and the panel width is whole 16-column
 // vectors. Returns false when the generic path has to do it.
 bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
@@ -349,6 +443,8 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     const int g = bytes ? 4 : 2;
     const int64_t esz = bytes ? 1 : 2;
     static const bool masked = hw::cpu_info().avx512bw && hw::cpu_info().avx512vl;
+    // The byte permutes: AVX512-VBMI (Ice Lake, Sapphire Rapids and later), on a chip whose OS keeps zmm state.
+    const bool vbmi = masked && pack_vbmi_enabled();
     const bool b_signed = b_type == JITMM_DTYPE_S8;
     const int64_t panel_bytes = groups * nr * 4;
     if (!trans_b) {
@@ -367,7 +463,10 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
                 const auto* src = static_cast<const uint8_t*>(b) + (row0 * ldb + j0 + p * nr) * esz;
                 auto* halves_out = reinterpret_cast<uint16_t*>(panel);
                 const auto* halves_in = reinterpret_cast<const uint16_t*>(src);
-                if (bytes) pack_b_rows_x4(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, masked);
+                if (bytes && vbmi) pack_b_rows_x4_vbmi(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed);
+                else if (bytes) pack_b_rows_x4(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, masked);
+                else if (vbmi && nr % 32 == 0)
+                    pack_b_rows_x2_vbmi(halves_in, ldb, k_rest, cols, nr, slice, halves_out);
                 else if (masked && nr % 32 == 0)
                     pack_b_rows_x2_zmm(halves_in, ldb, k_rest, cols, nr, slice, halves_out);
                 else pack_b_rows_x2(halves_in, ldb, k_rest, cols, nr, slice, halves_out, masked);
