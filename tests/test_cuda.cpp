@@ -758,6 +758,14 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100).cluster_m == 1);  // one tile row: nothing to pair
     CHECK(pbig.smem_bytes() <= h100.smem_per_block_optin);
+    // A long K with B stored K x N: a fourth stage, paid for with a narrower shared C tile.
+    Case long_nn{8192, 8192, 8192, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    const auto pdeep = jitmm::plan::plan_sm90_gemm(problem_of(long_nn), h100);
+    CHECK(pdeep.stages == 4);
+    CHECK(pdeep.c_cols() < pdeep.bn);
+    CHECK(pdeep.smem_bytes() <= h100.smem_per_block_optin);
+    CHECK(pbig.stages == 3);
+    CHECK(pbig.c_cols() == pbig.bn);
 }
 
 TEST_CASE("cuda: planner picks the family and operand paths the shape calls for", "[cuda-compile]") {
@@ -1009,14 +1017,14 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
 // and fp8 with scales; the workspace comes from the stream-ordered pool or from the caller.
 TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     constexpr const char* kSm90 = "cuda_sm90_wgmma";
-    // The cost model splits a few-tile shape (unless told not to), and tuning offers neighbouring splits.
+    // The cost model splits a few-tile shape when allowed (not by default), and tuning offers the splits.
     Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     const auto h100 = jitmm::plan::cuda_target_from_arch("sm_90a");
-    const auto split_plan = jitmm::plan::plan_sm90_gemm(problem_of(llm), h100);
+    const auto split_plan = jitmm::plan::plan_sm90_gemm(problem_of(llm), h100, "", true);
     CHECK(split_plan.split_k > 1);
     CHECK(split_plan.workspace_bytes(problem_of(llm)) >= int64_t{4} * 128 * 4096 * split_plan.split_k);
-    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100, "", false).split_k == 1);
-    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100, "", false).workspace_bytes(problem_of(llm)) == 0);
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100).split_k == 1);
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100).workspace_bytes(problem_of(llm)) == 0);
     bool offered = false;
     for (const std::string& c : jitmm::plan::sm90_tune_candidates(problem_of(llm), h100))
         offered = offered || std::count(c.begin(), c.end(), 'x') == 4;

@@ -187,6 +187,11 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     constexpr double kSmL2Rate = 100e9;   // bytes/s one SM moves to or from L2 (partial sums)
     constexpr double kUnitRamp = 1.5e-6;  // pipeline fill and epilogue of one work unit
     constexpr double kSplitFixed = 1.5e-6; // the counters' memset and the arrival handshake
+    // Split K is correct (one launch: the last K range of a tile adds the others' partial sums) but measured
+    // slower where the model wants it (H100, ncu, 128x4096x4096 bf16: 128x128 tiles split 2 ways 27.9 us, 4 ways
+    // 33.7 us, against 19.5 us unsplit on 64x64 tiles): those few-tile shapes are bound by streaming the
+    // weights through the SMs, and more CTAs along K did not stream them faster. So the heuristic splits only
+    // when allowed; jitmm_tune times the splits.
     const int max_split = allow_split ? 8 : 1;
     for (const TileCandidate& t : kTiles) {
         const int bm = 64 * t.consumers;
@@ -217,6 +222,16 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
         ++deeper.stages;
         if (deeper.smem_bytes() > target.smem_per_block_optin) break;
         plan.stages = deeper.stages;
+    }
+    // An N-major B arrives as bn / 64 separate boxes per stage: over a long K a fourth stage hides their
+    // latency better, bought with a narrower shared C tile (H100, bf16 NN, same-run medians, 3 -> 4 stages:
+    // 8192^3 705-742 -> 751-752 TFLOP/s, 2048x4096x14336 708 -> 746, 4096x4096x11008 712 -> 763; at K = 4096
+    // and with a K-major B it was a wash or slower, so those keep the wider C tile).
+    if (plan.stages == 3 && !plan.b_k_major && plan.c_tma && p.k >= 8192) {
+        Sm90GemmPlan deeper = plan;
+        deeper.stages = 4;
+        while (deeper.smem_bytes() > target.smem_per_block_optin && deeper.c_pass_bytes > 128) deeper.c_pass_bytes /= 2;
+        if (deeper.smem_bytes() <= target.smem_per_block_optin) plan = deeper;
     }
     // CTA pairs sharing B (cluster 2x1, each loads half and multicasts it) are correct but measured 2x slower
     // per CTA on the H100 (4096^3 bf16: 337 vs 646 TFLOP/s, at any grid size), so they are only a knob

@@ -55,9 +55,10 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
 
 // Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT]]", from
 // the tuning store) that replaces the heuristic's tile; JITMM_CUDA_TILE, when set, wins over both.
-// allow_split: let the cost model split K for shapes with too few tiles to fill the SMs.
+// allow_split: let the cost model split K for shapes with too few tiles to fill the SMs (off by default:
+// measured slower on the H100, see the .cpp; jitmm_tune times the splits).
 Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const std::string& choice = "",
-                            bool allow_split = true);
+                            bool allow_split = false);
 
 // The recipes jitmm_tune times for p: each tile shape at the deepest pipeline that fits.
 std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget& target);
