@@ -422,12 +422,17 @@ void run_and_check(const TestDevice& dev, jitmm_kernel* kernel, const Case& c, s
     };
     const std::vector<char> out = run_once();
     if (workspace) {
-        // The first arrival counter (tile 0, first consumer) counted every K range there: the caller's
-        // workspace was the one used.
-        uint32_t counter = 0;
-        REQUIRE(drv.cuMemcpyDtoH(&counter, workspace->ptr(), 4) == CUDA_SUCCESS);
-        CHECK(counter >= 2);
-        CHECK(counter <= 16);
+        // The caller's workspace was the one used: split K's first arrival counter (tile 0, first consumer)
+        // counted every K range there; a staged copy overwrote the poison.
+        std::vector<uint32_t> head(64);
+        REQUIRE(drv.cuMemcpyDtoH(head.data(), workspace->ptr(), std::min<size_t>(256, info.workspace_size)) ==
+                CUDA_SUCCESS);
+        if (std::string(info.recipe).find("split_k=1 ") == std::string::npos) {
+            CHECK(head[0] >= 2);
+            CHECK(head[0] <= 16);
+        } else {
+            CHECK(std::count(head.begin(), head.end(), 0xFFFFFFFFu) < 64);
+        }
     }
     if (c.run_twice) {
         if (c.beta != 0) REQUIRE(drv.cuMemcpyHtoD(dc.ptr() + off_c, ch.data(), ch.size()) == CUDA_SUCCESS);
@@ -681,6 +686,16 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
                      jitmm::ScaleMode::per_tensor});
     cases.push_back({Case{77, 333, 160, 3, false, true, JITMM_DTYPE_F8_E5M2, JITMM_DTYPE_F32}, JITMM_DTYPE_F8_E5M2,
                      JITMM_DTYPE_F8_E4M3, jitmm::ScaleMode::per_row, jitmm::ScaleMode::per_column});
+    // Staged operands: tf32 NN, s8 with A transposed, both s8 operands M/N-major with a batch, fp8 NN.
+    cases.push_back({Case{2048, 1000, 1000, 1, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32}, JITMM_DTYPE_F32,
+                     JITMM_DTYPE_F32});
+    cases.push_back({Case{300, 4096, 512, 1, true, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32}, JITMM_DTYPE_S8,
+                     JITMM_DTYPE_S8});
+    cases.push_back({Case{300, 200, 100, 3, true, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32}, JITMM_DTYPE_S8,
+                     JITMM_DTYPE_S8});
+    cases.push_back({Case{16, 4096, 4096, 1, false, false, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16},
+                     JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_F8_E4M3, jitmm::ScaleMode::per_tensor,
+                     jitmm::ScaleMode::per_column});
     // Split K (float and integer partial sums, with scales) and a 4-stage 128x256 pipeline (narrower C tile).
     Case split_bf16{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     split_bf16.bias = BiasKind::per_column, split_bf16.act = Activation::gelu_tanh;
@@ -720,6 +735,9 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
             if (r.ptx.find("setmaxnreg") == std::string::npos) errors[i] += "no setmaxnreg in the PTX; ";
             if (plan.split_k > 1 && r.ptx.find("atom.global.add") == std::string::npos)
                 errors[i] += "split K without its arrival counter; ";
+            if (plan.stage_a != (r.ptx.find("jitmm_sm90_stage_a") != std::string::npos) ||
+                plan.stage_b != (r.ptx.find("jitmm_sm90_stage_b") != std::string::npos))
+                errors[i] += "staging copies do not match the plan; ";
             // Through the backend too: the compile-only engine path picks the same generator.
             auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_90a");
             if (cases[i].recipe.empty() && std::string(backend->plan(p)->generator()) != "cuda_sm90_wgmma")
@@ -738,15 +756,27 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     INFO("slowest sm_90a compile: " << worst << " ms");
     CHECK(worst < 20000.0);  // the target is <= 2 s per Hopper kernel; this only catches pathologies on slow CI
 
-    // What the Hopper path leaves to the SM80 kernels: decode, misaligned rows, M/N-major 4- and 1-byte types;
-    // and sm_100a has no wgmma.
+    // What the Hopper path leaves to the SM80 kernels: decode, misaligned rows, M/N-major 4- and 1-byte types
+    // with few rows on the other side (larger ones are staged K-major); and sm_100a has no wgmma.
     Case dec{1, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(dec), h100));
     Case pad{256, 256, 256, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     pad.lda_pad = 1;
     CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(pad), h100));
     Case tf32_nn{256, 256, 256, 1, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};
-    CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(tf32_nn), h100));
+    CHECK(jitmm::plan::sm90_applies(problem_of(tf32_nn), h100));
+    const auto staged = jitmm::plan::plan_sm90_gemm(problem_of(tf32_nn), h100);
+    CHECK((staged.stage_b && !staged.stage_a && staged.b_k_major));
+    CHECK(staged.staged_ld(problem_of(tf32_nn)) == 256);
+    CHECK(staged.workspace_bytes(problem_of(tf32_nn)) == 256 * 256 * 4);
+    Case tf32_few{64, 4096, 4096, 1, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};
+    CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(tf32_few), h100));
+    Case s8_tt{100, 200, 33, 1, true, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    s8_tt.lda_pad = 1, s8_tt.ldb_pad = 3;  // unaligned rows: the staged copies are packed and aligned
+    const auto both = jitmm::plan::plan_sm90_gemm(problem_of(s8_tt), h100);
+    CHECK((both.stage_a && both.stage_b));
+    CHECK(both.staged_ld(problem_of(s8_tt)) == 48);
+    CHECK(both.staged_offset(problem_of(s8_tt), false) == 4864);  // 100 x 48 bytes, rounded up to 256
     Case big{4096, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     CHECK(jitmm::plan::sm90_applies(problem_of(big), h100));
     CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(big), jitmm::plan::cuda_target_from_arch("sm_100a")));
@@ -821,7 +851,7 @@ TEST_CASE("cuda: unsupported dtype combinations and unknown arches are refused c
         CHECK(std::string(e.what()).find("f16*bf16") != std::string::npos);
     }
     p = problem_of(c);
-    p.a_type = p.b_type = JITMM_DTYPE_F8_E4M3;
+    p.a_type = JITMM_DTYPE_F8_E4M3;  // fp8 x f16
     CHECK_THROWS_AS(backend->plan(p), jitmm::Error);
     p = problem_of(c);
     p.c_type = JITMM_DTYPE_BF16;  // f16 in, bf16 out
@@ -1001,6 +1031,37 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
         f.want_generator = kSm90;
         cases.push_back(f);
     }
+    // Staged operands (tf32, s8, fp8 stored M/N-major: copied K-major first): odd shapes, every layout,
+    // unaligned leading dimensions, batches with a broadcast B, fp8 decode with B stored K x N, the
+    // workspace from the caller.
+    Case tf32_nn{1000, 999, 777, 1, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};
+    tf32_nn.beta = 0.5f, tf32_nn.bias = BiasKind::per_column, tf32_nn.act = Activation::relu;
+    tf32_nn.want_generator = kSm90;
+    cases.push_back(tf32_nn);
+    Case tf32_tt{257, 130, 65, 2, true, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};
+    tf32_tt.want_generator = kSm90;
+    tf32_tt.caller_workspace = true;
+    cases.push_back(tf32_tt);
+    Case s8_tn{300, 4096, 512, 1, true, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    s8_tn.want_generator = kSm90;
+    cases.push_back(s8_tn);
+    Case s8_tt{300, 200, 100, 3, true, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    s8_tt.lda_pad = 1, s8_tt.ldb_pad = 3, s8_tt.beta = 1.0f;
+    s8_tt.want_generator = kSm90;
+    cases.push_back(s8_tt);
+    Case s8_shared{130, 70, 96, 2, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    s8_shared.share_b = true;
+    s8_shared.want_generator = kSm90;
+    cases.push_back(s8_shared);
+    Case fp8_decode{16, 1024, 2048, 1, false, false, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
+    fp8_decode.a_scale = jitmm::ScaleMode::per_tensor, fp8_decode.b_scale = jitmm::ScaleMode::per_column;
+    fp8_decode.want_generator = kSm90;
+    if (sm90_device()) cases.push_back(fp8_decode);
+    Case fp8_tn{130, 260, 300, 1, true, true, JITMM_DTYPE_F8_E5M2, JITMM_DTYPE_F32};
+    fp8_tn.in_b = JITMM_DTYPE_F8_E4M3;
+    fp8_tn.bias = BiasKind::per_row, fp8_tn.act = Activation::gelu_erf;
+    fp8_tn.want_generator = kSm90;
+    if (sm90_device()) cases.push_back(fp8_tn);
     // Misaligned base pointers: the SM80 fallback for 16-bit types.
     Case offset{256, 256, 256, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     offset.ptr_offset = 1;

@@ -209,6 +209,20 @@ public:
               "cuLaunchKernel");
     }
 
+    // Another kernel of the same module (the Hopper kernel's staging copies): looked up once, at load.
+    CUfunction other_function(const char* name) const {
+        ContextScope scope(*device_);
+        CUfunction f = nullptr;
+        check(device_->drv().cuModuleGetFunction(&f, module_, name),
+              ("cuModuleGetFunction(" + std::string(name) + ")").c_str());
+        return f;
+    }
+    void launch_other(CUfunction f, const unsigned (&grid)[3], unsigned block, void** params, void* stream) const {
+        check(device_->drv().cuLaunchKernel(f, grid[0], grid[1], grid[2], block, 1, 1, 0, static_cast<CUstream>(stream),
+                                            params, nullptr),
+              "cuLaunchKernel(staging copy)");
+    }
+
     // The SM80 kernels' parameters: (a, b, c, bias).
     void launch_sm80(const RunArgs& args) const {
         const void* a = args.a;
@@ -273,8 +287,8 @@ Artifact compile_sm80_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, 
 Artifact compile_sm90_cubin(const Problem& p, const plan::Sm90GemmPlan& plan, const std::string& arch) {
     Artifact a = package_cubin(generate_sm90_gemm(p, plan), arch);
     const int64_t ec = dtype_size(p.c_type);
-    a.ints[kAlignA] = 16;
-    a.ints[kAlignB] = 16;
+    a.ints[kAlignA] = plan.stage_a ? dtype_size(p.a_type) : 16;  // a staged operand is read element by element
+    a.ints[kAlignB] = plan.stage_b ? dtype_size(p.b_type) : 16;
     a.ints[kAlignC] = plan.c_tma ? 16 : plan.c_pairs ? 2 * ec : ec;
     a.ints[kAlignBias] = p.bias != BiasKind::none ? dtype_size(p.bias_type) : 1;
     return a;
@@ -290,6 +304,10 @@ TmaOperand sm90_operand(const Problem& p, const plan::Sm90GemmPlan& plan, bool i
     o.ld = is_a ? p.lda : p.ldb;
     o.batch = p.batch;
     o.stride = is_a ? p.stride_a : p.stride_b;
+    if (is_a ? plan.stage_a : plan.stage_b) {  // the packed K-major copy in the workspace
+        o.ld = plan.staged_ld(p);
+        o.stride = o.rows * o.ld;
+    }
     // K-major: one box of the whole tile (bk x tile rows); M/N-major: boxes of 64 elements x bk lines.
     o.box_k = plan.bk;
     // With a CTA pair, each CTA loads half of B's tile.
@@ -308,6 +326,8 @@ public:
         : Kernel(std::move(meta)), device_(std::move(device)), main_(device_, artifact), p_(p),
           target_(std::move(target)), sm90_(std::move(sm90)) {
         if (sm90_ && sm90_->cluster_m > 1) main_.fit_grid_to_resident_clusters(sm90_->cluster_m);
+        if (sm90_ && sm90_->stage_a) stage_a_ = main_.other_function("jitmm_sm90_stage_a");
+        if (sm90_ && sm90_->stage_b) stage_b_ = main_.other_function("jitmm_sm90_stage_b");
     }
 
     void run(const RunArgs& args) const override {
@@ -322,41 +342,33 @@ public:
         if (!fast) return fallback().launch_sm80(args);
         if (!sm90_) return main_.launch_sm80(args);
         const DriverApi& drv = device_->drv();
-        CUtensorMap map_a = encode_tensor_map(drv, args.a, sm90_operand(p_, *sm90_, true));
-        CUtensorMap map_b = encode_tensor_map(drv, args.b, sm90_operand(p_, *sm90_, false));
-        CUtensorMap map_c{};
-        if (sm90_->c_tma)
-            map_c = encode_c_tensor_map(drv, args.c, p_.c_type, p_.m, p_.n, p_.ldc, p_.batch, p_.stride_c, 64);
-        void* c = args.c;
-        const void* bias = args.bias;
-        const float* a_scales = args.a_scales;
-        const float* b_scales = args.b_scales;
-        if (sm90_->split_k == 1) {
-            void* ws = nullptr;
-            void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales, &ws};
-            main_.launch(params, args.stream);
-            return;
-        }
-        // Split K: the partial sums and arrival counters in a workspace, the caller's when it is big enough
-        // and 256-byte aligned, else stream-ordered memory from the device's pool (allocated and freed in
-        // stream order: no synchronization). The counters start at zero on every launch.
-        const size_t bytes = static_cast<size_t>(sm90_->workspace_bytes(p_));
-        const bool own = args.workspace == nullptr || args.workspace_size < bytes || !aligned(args.workspace, 256);
+        const plan::Sm90GemmPlan& plan = *sm90_;
+        const size_t ws_bytes = static_cast<size_t>(plan.workspace_bytes(p_));
+        if (ws_bytes == 0) return launch_sm90(args, args.a, args.b, nullptr);
+        // Split K and staged operands use a workspace: the caller's when it is big enough and 256-byte
+        // aligned, else stream-ordered memory from the device's pool (allocated and freed in stream order: no
+        // synchronization).
+        const bool own =
+            args.workspace == nullptr || args.workspace_size < ws_bytes || !aligned(args.workspace, 256);
         const CUstream stream = static_cast<CUstream>(args.stream);
         const CUdeviceptr ws_ptr =
-            own ? device_->scratch_alloc(bytes, stream) : reinterpret_cast<CUdeviceptr>(args.workspace);
-        void* ws = reinterpret_cast<void*>(ws_ptr);
+            own ? device_->scratch_alloc(ws_bytes, stream) : reinterpret_cast<CUdeviceptr>(args.workspace);
+        char* const ws = reinterpret_cast<char*>(ws_ptr);
         try {
-            check(entry(drv.cuMemsetD32Async, "cuMemsetD32Async")(
-                      ws_ptr, 0, static_cast<size_t>(sm90_->workspace_counter_bytes(p_)) / 4, stream),
-                  "cuMemsetD32Async(split-K counters)");
-            void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales, &ws};
-            main_.launch(params, args.stream);
+            const void* a = args.a;
+            const void* b = args.b;
+            if (plan.stage_a) a = stage(stage_a_, args.a, ws + plan.staged_offset(p_, true), true, args.stream);
+            if (plan.stage_b) b = stage(stage_b_, args.b, ws + plan.staged_offset(p_, false), false, args.stream);
+            if (plan.split_k > 1)  // the arrival counters start at zero on every launch
+                check(entry(drv.cuMemsetD32Async, "cuMemsetD32Async")(
+                          ws_ptr, 0, static_cast<size_t>(plan.workspace_counter_bytes(p_)) / 4, stream),
+                      "cuMemsetD32Async(split-K counters)");
+            launch_sm90(args, a, b, ws);
         } catch (...) {
             if (own) (void)drv.cuMemFreeAsync(ws_ptr, stream);
             throw;
         }
-        if (own) check(entry(drv.cuMemFreeAsync, "cuMemFreeAsync")(ws_ptr, stream), "cuMemFreeAsync(split-K workspace)");
+        if (own) check(entry(drv.cuMemFreeAsync, "cuMemFreeAsync")(ws_ptr, stream), "cuMemFreeAsync(workspace)");
     }
 
     size_t workspace_bytes() const override {
@@ -364,6 +376,32 @@ public:
     }
 
 private:
+    // The Hopper kernel on operands a and b (the caller's, or their staged copies) with workspace ws.
+    void launch_sm90(const RunArgs& args, const void* a, const void* b, void* ws) const {
+        const DriverApi& drv = device_->drv();
+        CUtensorMap map_a = encode_tensor_map(drv, a, sm90_operand(p_, *sm90_, true));
+        CUtensorMap map_b = encode_tensor_map(drv, b, sm90_operand(p_, *sm90_, false));
+        CUtensorMap map_c{};
+        if (sm90_->c_tma)
+            map_c = encode_c_tensor_map(drv, args.c, p_.c_type, p_.m, p_.n, p_.ldc, p_.batch, p_.stride_c, 64);
+        void* c = args.c;
+        const void* bias = args.bias;
+        const float* a_scales = args.a_scales;
+        const float* b_scales = args.b_scales;
+        void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales, &ws};
+        main_.launch(params, args.stream);
+    }
+
+    // Launches the staging copy of operand a (or b) from src into dst; returns dst.
+    const void* stage(CUfunction f, const void* src, void* dst, bool a, void* stream) const {
+        const int64_t rows = a ? p_.m : p_.n;
+        const unsigned grid[3] = {static_cast<unsigned>((rows + 31) / 32), static_cast<unsigned>((p_.k + 31) / 32),
+                                  static_cast<unsigned>(std::min<int64_t>(p_.batch, 65535))};
+        void* params[] = {&src, &dst};
+        main_.launch_other(f, grid, 256, params, stream);
+        return dst;
+    }
+
     // Compiled once, on the first misaligned call.
     const Module& fallback() const {
         std::call_once(fallback_once_, [&] {
@@ -391,6 +429,7 @@ private:
     Problem p_;
     plan::CudaTarget target_;
     std::optional<plan::Sm90GemmPlan> sm90_;  // set: main_ is the Hopper kernel, launched with tensor maps
+    CUfunction stage_a_ = nullptr, stage_b_ = nullptr;  // the staging copies in main_'s module
     mutable std::once_flag fallback_once_;
     mutable std::unique_ptr<Module> fallback_;
     mutable std::exception_ptr fallback_error_;

@@ -52,6 +52,13 @@ bool dtypes_supported(const Problem& p, std::string* why) {
     return true;
 }
 
+// wgmma reads tf32, s8 and fp8 tiles K-major only: an operand of those types stored M/N-major (A transposed,
+// B not transposed) is staged, copied K-major first.
+bool needs_staging(const Problem& p, bool a) {
+    if (dtype_size(p.a_type) == 2) return false;
+    return a ? p.trans_a != 0 : p.trans_b == 0;
+}
+
 // Whether B can be split between the two CTAs of a cluster: half the tile's rows (K-major) or half its
 // 64-column boxes (N-major) each.
 bool b_splits(const Sm90GemmPlan& plan) { return plan.b_k_major ? plan.bn % 16 == 0 : plan.bn % 128 == 0; }
@@ -113,17 +120,18 @@ int Sm90GemmPlan::c_cols() const {
 
 std::string Sm90GemmPlan::describe() const {
     const std::string c_store = c_tma ? " c=tma/" + std::to_string(c_cols()) : c_pairs ? "" : " c=single";
+    const char* a_layout = stage_a ? "staged-k-major" : a_k_major ? "k-major" : "m-major";
+    const char* b_layout = stage_b ? "staged-k-major" : b_k_major ? "k-major" : "n-major";
     char buf[256];
     std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 split_k=%d ctas=%d group_m=%d a=%s b=%s%s",
-                  bm, bn, bk, consumers, stages, cluster_m, split_k, ctas, group_m, a_k_major ? "k-major" : "m-major",
-                  b_k_major ? "k-major" : "n-major", c_store.c_str());
+                  bm, bn, bk, consumers, stages, cluster_m, split_k, ctas, group_m, a_layout, b_layout, c_store.c_str());
     return buf;
 }
 
 void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
     w.i64('n', ctas).i64('l', cluster_m).i64('k', split_k).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
-    w.i64('p', c_pass_bytes);
+    w.i64('p', c_pass_bytes).i64('x', stage_a).i64('x', stage_b);
 }
 
 int64_t Sm90GemmPlan::workspace_counter_bytes(const Problem& p) const {
@@ -132,10 +140,29 @@ int64_t Sm90GemmPlan::workspace_counter_bytes(const Problem& p) const {
     return (tiles * consumers * 4 + 255) / 256 * 256;
 }
 
-int64_t Sm90GemmPlan::workspace_bytes(const Problem& p) const {
+int64_t Sm90GemmPlan::workspace_split_bytes(const Problem& p) const {
     if (split_k <= 1) return 0;
     const int64_t tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
     return workspace_counter_bytes(p) + tiles * split_k * int64_t{bm} * bn * 4;
+}
+
+int64_t Sm90GemmPlan::staged_ld(const Problem& p) const {
+    const int64_t per_16_bytes = 16 / dtype_size(p.a_type);
+    return ceil_div(p.k, per_16_bytes) * per_16_bytes;
+}
+
+int64_t Sm90GemmPlan::staged_bytes(const Problem& p, bool a) const {
+    if (!(a ? stage_a : stage_b)) return 0;
+    const int64_t bytes = p.batch * (a ? p.m : p.n) * staged_ld(p) * dtype_size(a ? p.a_type : p.b_type);
+    return ceil_div(bytes, 256) * 256;
+}
+
+int64_t Sm90GemmPlan::staged_offset(const Problem& p, bool a) const {
+    return workspace_split_bytes(p) + (a ? 0 : staged_bytes(p, true));
+}
+
+int64_t Sm90GemmPlan::workspace_bytes(const Problem& p) const {
+    return workspace_split_bytes(p) + staged_bytes(p, true) + staged_bytes(p, false);
 }
 
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not) {
@@ -149,12 +176,18 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
     std::string why;
     if (!dtypes_supported(p, &why)) return no(why);
     const int64_t e = dtype_size(p.a_type);
-    const bool sixteen_bit = e == 2;
-    if (!sixteen_bit && (p.trans_a || !p.trans_b))
-        return no("wgmma reads " + name(p.a_type) + " operands K-major only (A not transposed, B transposed)");
+    const bool stage_a = needs_staging(p, true), stage_b = needs_staging(p, false);
+    // A staged copy is read (and written) once more than the operand itself: worth it when the other side
+    // reuses it; with few rows or columns the SM80 kernel reads it in place. fp8 has no SM80 kernel.
+    if (!is_fp8(p.a_type) && ((stage_a && p.n <= 64) || (stage_b && p.m <= 64)))
+        return no(name(p.a_type) + " stored M/N-major with at most 64 rows or columns on the other side: the "
+                  "SM80 kernel reads it in place");
     // TMA: 16-byte aligned row pitches and batch strides; a broadcast operand (stride 0) is not a tensor.
-    if (!aligned16(p.lda, e) || !aligned16(p.ldb, e)) return no("leading dimensions not 16-byte aligned");
-    if (p.batch > 1 && (p.stride_a <= 0 || p.stride_b <= 0 || !aligned16(p.stride_a, e) || !aligned16(p.stride_b, e)))
+    // Staged copies are packed and aligned whatever the operand's own strides.
+    if ((!stage_a && !aligned16(p.lda, e)) || (!stage_b && !aligned16(p.ldb, e)))
+        return no("leading dimensions not 16-byte aligned");
+    if (p.batch > 1 && ((!stage_a && (p.stride_a <= 0 || !aligned16(p.stride_a, e))) ||
+                        (!stage_b && (p.stride_b <= 0 || !aligned16(p.stride_b, e)))))
         return no("batch strides not 16-byte aligned");
     if (p.m > (int64_t{1} << 31) - 256 || p.n > (int64_t{1} << 31) - 256 || p.k > (int64_t{1} << 31) - 256 ||
         p.batch > (int64_t{1} << 31))
@@ -170,8 +203,10 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     const int64_t e = dtype_size(p.a_type);
     Sm90GemmPlan plan;
     plan.bk = static_cast<int>(128 / e);
-    plan.a_k_major = !p.trans_a;
-    plan.b_k_major = p.trans_b;
+    plan.stage_a = needs_staging(p, true);
+    plan.stage_b = needs_staging(p, false);
+    plan.a_k_major = !p.trans_a || plan.stage_a;
+    plan.b_k_major = p.trans_b || plan.stage_b;
     plan.c_tma = c_tma_applies(p);
     plan.c_bytes = static_cast<int>(dtype_size(p.c_type));
 

@@ -23,8 +23,11 @@ struct Sm90GemmPlan {
                                 // leave SMs idle); each range's partial sums go to a workspace and the last range
                                 // of a tile to finish adds them all in fixed order and runs the epilogue
     int ctas = 132;             // persistent grid: CTAs that loop over the tiles (a multiple of cluster_m)
-    bool a_k_major = true;      // A stored with K contiguous (not transposed)
-    bool b_k_major = false;     // B stored with K contiguous (transposed, a Linear layer's weight)
+    bool a_k_major = true;      // A as the kernel reads it: K contiguous (stored so, or staged)
+    bool b_k_major = false;     // B as the kernel reads it: K contiguous (a Linear layer's weight, or staged)
+    // tf32, s8 and fp8 operands stored M/N-major (wgmma reads those types K-major only) are first copied
+    // K-major into the workspace by a transpose kernel of the same module; the GEMM reads the copy.
+    bool stage_a = false, stage_b = false;
     bool c_pairs = true;        // two adjacent C elements per store (ldc and N even)
     bool c_tma = false;         // the epilogue writes a swizzled C tile into shared memory and the copy engine
                                 // stores it while the consumers go on with the next tile
@@ -40,17 +43,23 @@ struct Sm90GemmPlan {
     // swizzle's 1024-byte period.
     int64_t c_tile_bytes() const { return c_tma ? int64_t{bm} * c_cols() * c_bytes : 0; }
     int64_t smem_bytes() const { return stages * stage_bytes() + c_tile_bytes() + 1024 + 2 * 8 * stages + 16; }
-    // Split K: the caller's (or the engine's) scratch: one arrival counter per tile and consumer, then one
-    // slot of partial sums per work unit and consumer. Zero when K is not split.
+    // The workspace (the caller's or the engine's scratch), in 256-byte aligned parts:
+    //   split K: one arrival counter per tile and consumer, then a slot of partial sums per work unit;
+    //   staged A, staged B: the K-major copies (rows x staged_ld() elements per batch).
     int64_t workspace_counter_bytes(const Problem& p) const;
+    int64_t workspace_split_bytes(const Problem& p) const;
+    int64_t staged_ld(const Problem& p) const;  // K rounded up to 16 bytes, in elements
+    int64_t staged_bytes(const Problem& p, bool a) const;
+    int64_t staged_offset(const Problem& p, bool a) const;
     int64_t workspace_bytes(const Problem& p) const;
     std::string describe() const;
     void append_key(KeyWriter& w) const;
 };
 
 // Whether the Hopper generator takes this problem on this target with 16-byte aligned pointers, and if not,
-// why (for logs). It needs sm_90/sm_90a, 16-byte aligned leading dimensions and batch strides (TMA), and for
-// anything but f16/bf16 both operands K-major (wgmma transposes only 16-bit types).
+// why (for logs). It needs sm_90/sm_90a and 16-byte aligned leading dimensions and batch strides (TMA) for
+// the operands it reads in place; a tf32/s8/fp8 operand stored M/N-major is staged (wgmma transposes only
+// 16-bit types), which for tf32 and s8 needs more than 64 rows or columns on the other side.
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not = nullptr);
 
 // Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT]]", from

@@ -144,6 +144,40 @@ std::string scale_product(const Problem& p, const std::string& a_tensor, const s
     return s.empty() ? "1.0f" : s;
 }
 
+// The staging copy of an operand stored M/N-major (tf32, s8, fp8): element (r, k) from src[k * LD + r] to
+// dst[r * DST_LD + k], through a 32 x 32 shared tile so that both sides are read and written along their
+// contiguous dimension. K past the end is never read by the GEMM (the tensor map stops at K).
+void emit_stage_kernel(std::ostringstream& os, const Problem& p, const Sm90GemmPlan& plan, bool a) {
+    const int64_t e = dtype_size(a ? p.a_type : p.b_type);
+    const char* name = a ? "jitmm_sm90_stage_a" : "jitmm_sm90_stage_b";
+    const int64_t rows = a ? p.m : p.n, ld = a ? p.lda : p.ldb, stride = a ? p.stride_a : p.stride_b;
+    os << "\n// ---- staging: " << (a ? "A (stored K x M)" : "B (stored K x N)") << " copied K-major into the workspace\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(256) " << name << "(const " << (e == 1 ? "unsigned char" : "u32")
+       << "* __restrict__ src, " << (e == 1 ? "unsigned char" : "u32") << "* __restrict__ dst) {\n";
+    os << "  typedef " << (e == 1 ? "unsigned char" : "u32") << " T;\n";
+    os << "  constexpr int R = " << rows << ", KK = " << p.k << ";\n";
+    os << "  constexpr i64 LD = " << ld << ", STRIDE = " << stride << ", DST_LD = " << plan.staged_ld(p)
+       << ", DST_STRIDE = (i64)R * DST_LD;\n";
+    os << R"(  __shared__ T tile[32][33];
+  const int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32, tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  for (i64 b = blockIdx.z; b < BATCH; b += gridDim.z) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int k = k0 + ty + 8 * j, r = r0 + tx;
+      if (k < KK && r < R) tile[ty + 8 * j][tx] = src[b * STRIDE + (i64)k * LD + r];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = r0 + ty + 8 * j, k = k0 + tx;
+      if (r < R && k < KK) dst[b * DST_STRIDE + (i64)r * DST_LD + k] = tile[tx][ty + 8 * j];
+    }
+    __syncthreads();
+  }
+}
+)";
+}
+
 }  // namespace
 
 GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
@@ -437,6 +471,8 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     os << "  }\n";
     if (cluster > 1) os << "  cluster_sync();  // no CTA leaves while its peer may still signal its barriers\n";
     os << "}\n";
+    if (plan.stage_a) emit_stage_kernel(os, p, plan, true);
+    if (plan.stage_b) emit_stage_kernel(os, p, plan, false);
 
     out.source = os.str();
     out.grid[0] = plan.ctas;
