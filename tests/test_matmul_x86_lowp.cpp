@@ -934,6 +934,42 @@ struct EnvGuard {
 
 }  // namespace
 
+TEST_CASE("x86 lowp AMX: tails of 16 rows or columns share the full tile's configuration, others switch",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    // 48 = 32 + 16: every variant has the full tile's configuration bytes (one ldtilecfg per task); 23, 39, 7:
+    // tails with their own configurations interleaved with the shared one; several K blocks (2 KB rows) and
+    // epilogues through the stack block; threads split the tails across tasks.
+    std::mt19937 rng(4848);
+    const int64_t dims[] = {48, 80, 16, 23, 39, 112, 7};
+    for (int threads : {1, 2, 3}) {
+        INFO("threads " << threads);
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+            for (int s = 0; s < 5; ++s, ++it) {
+                Case c;
+                c.a = t;
+                c.b = t == JITMM_DTYPE_BF16 ? t : JITMM_DTYPE_S8;
+                const bool int8 = t != JITMM_DTYPE_BF16;
+                c.m = dims[(it + threads) % 7];
+                c.n = dims[(it * 3 + 1) % 7];
+                c.k = s == 4 ? (int8 ? 4160 : 2080) : std::vector<int64_t>{48, 64, 130, 1000}[s];
+                c.tb = s % 2 == 1;
+                c.c = int8 ? (s == 2 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32) : JITMM_DTYPE_F32;
+                if (s == 2) {
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                }
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks gives the same results",
           "[x86][lowp]") {
     // Row-major B (K x N) through both packers: int8 k groups of 4 (with the column sums of the compensation)

@@ -5,6 +5,7 @@
 #include "x86/emit_buffer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <list>
 #include <string>
 
@@ -33,15 +34,39 @@ public:
         : Xbyak::CodeGenerator(capacity, buffer), L_(layout), pool_(*this), epilogue_(*this, pool_, L_) {}
 
     // ---- the tile configuration of one variant, and the stub that loads it ------------------------------
+    // Palette 1: bytes per row at 16 + 2t, rows at 48 + t. Tiles a variant does not use keep the full 16 x 64
+    // byte shape, so that a tail of exactly 16 rows or columns (one tile fewer) has the full tile's bytes and
+    // shares its stub: the driver then switches between them without another ldtilecfg.
+    static std::array<uint8_t, 64> config_bytes(int rows, int cols) {
+        std::array<uint8_t, 64> cfg = {};
+        cfg[0] = 1;
+        auto set = [&](int tile, int tile_rows, int bytes) {
+            cfg[16 + 2 * tile] = static_cast<uint8_t>(bytes & 0xff);
+            cfg[17 + 2 * tile] = static_cast<uint8_t>(bytes >> 8);
+            cfg[48 + tile] = static_cast<uint8_t>(tile_rows);
+        };
+        for (int t = 0; t < 8; ++t) set(t, kTile, kStepBytes);
+        const int tm = rows > kTile ? 2 : 1, tn = cols > kTile ? 2 : 1;
+        for (int i = 0; i < tm; ++i) {
+            const int r = std::min(kTile, rows - kTile * i);
+            set(a_tile(i).getIdx(), r, kStepBytes);
+            for (int j = 0; j < tn; ++j) set(c_tile(i, j).getIdx(), r, std::min(kTile, cols - kTile * j) * 4);
+        }
+        for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), kTile, std::min(kTile, cols - kTile * j) * 4);
+        return cfg;
+    }
+
     size_t emit_config_stub(const LowpVariant& v) {
+        const auto bytes = config_bytes(v.rows, v.cols);
+        for (const auto& c : configs_)
+            if (c.bytes == bytes) return c.entry;
         configs_.emplace_back();
-        configs_.back().rows = v.rows;
-        configs_.back().cols = v.cols;
+        configs_.back().bytes = bytes;
         align(16);
-        const size_t entry = getSize();
+        configs_.back().entry = getSize();
         ldtilecfg(ptr[rip + configs_.back().label]);
         ret();
-        return entry;
+        return configs_.back().entry;
     }
 
     size_t emit_release_stub() {
@@ -78,25 +103,10 @@ public:
     }
 
     void finish() {
-        // Tile configurations: 64 bytes each (palette 1; bytes per row at 16 + 2t, rows at 48 + t).
         for (auto& c : configs_) {
             align(64);
             L(c.label);
-            uint8_t cfg[64] = {};
-            cfg[0] = 1;
-            const int tm = c.rows > kTile ? 2 : 1, tn = c.cols > kTile ? 2 : 1;
-            auto set = [&](int tile, int rows, int bytes) {
-                cfg[16 + 2 * tile] = static_cast<uint8_t>(bytes & 0xff);
-                cfg[17 + 2 * tile] = static_cast<uint8_t>(bytes >> 8);
-                cfg[48 + tile] = static_cast<uint8_t>(rows);
-            };
-            for (int i = 0; i < tm; ++i) {
-                const int rows = std::min(kTile, c.rows - kTile * i);
-                set(a_tile(i).getIdx(), rows, kStepBytes);
-                for (int j = 0; j < tn; ++j) set(c_tile(i, j).getIdx(), rows, std::min(kTile, c.cols - kTile * j) * 4);
-            }
-            for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), kTile, std::min(kTile, c.cols - kTile * j) * 4);
-            for (uint8_t byte : cfg) db(byte);
+            for (uint8_t byte : c.bytes) db(byte);
         }
         emit_gather_index();
         epilogue_.emit_tables();
@@ -260,7 +270,8 @@ private:
     Xbyak::Label gather_index_;
 
     struct Config {
-        int rows = 0, cols = 0;
+        std::array<uint8_t, 64> bytes;
+        size_t entry = 0;
         Xbyak::Label label;  // referenced before it is placed: kept at a stable address (std::list)
     };
 

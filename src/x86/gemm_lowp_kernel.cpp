@@ -93,19 +93,21 @@ class TileSession {
 public:
     explicit TileSession(LowpStub release) : release_(release) {}
     ~TileSession() {
-        if (current_ >= 0) release_();
+        if (current_ != nullptr) release_();
     }
     TileSession(const TileSession&) = delete;
     TileSession& operator=(const TileSession&) = delete;
-    void use(int config, LowpStub load) {
-        if (config == current_) return;
+    // Variants whose configurations are byte-identical share one stub (see generate_amx), so a switch between
+    // them loads nothing (ldtilecfg costs about as much as a small block's products).
+    void use(LowpStub load) {
+        if (load == current_) return;
         load();
-        current_ = config;
+        current_ = load;
     }
 
 private:
     LowpStub release_;
-    int current_ = -1;
+    LowpStub current_ = nullptr;
 };
 
 }  // namespace
@@ -304,7 +306,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + jr;
                         if (comp) call.comp = comp + (jr - jc);
                         if (strip) call.acc = strip + (ir - ic) * L.acc_ld + (jr - jc) * 4;
-                        if (amx) tiles.use(s / kPhaseCount, configs_[s]);  // one configuration per tail kind
+                        if (amx) tiles.use(configs_[s]);
                         fns_[s](a_tile, b_block + ((jr - jc) / nr) * groups * nr * 4,
                                 ch.c + (ir * p_.ldc + jr) * c_size, &call);
                     }
@@ -413,7 +415,7 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
                     call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
                 if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + jr;
                 if (strip) call.acc = strip + (ir - ch.n0) * L.acc_ld + jr * 4;
-                tiles.use(s / kPhaseCount, configs_[s]);
+                tiles.use(configs_[s]);
                 fns_[s](a_tile, a_packed + (jr / nr) * groups * nr * 4, ch.c + (jr * p_.ldc + ir) * c_size, &call);
             }
         }
