@@ -567,3 +567,51 @@ TEST_CASE("x86 f32: one B panel read in place", "[x86][matmul]") {
         jitmm_engine_destroy(e);
     }
 }
+
+// B blocks are double buffered: each block's microkernel calls prefetch the next block's source and the driver
+// packs it between calls (whatever the calls did not cover, after the block). Small forced K and N blocks make
+// many blocks of odd sizes (short last blocks, panels with padding columns, 16-column transposed units cut by
+// the block edge), with few and many calls per block (prefetch groups of several rows), NN and NT, prefetch on
+// and off, over thread partitions; the results must not depend on the prefetch.
+TEST_CASE("x86 f32: double-buffered B blocks packed between the calls", "[x86][matmul]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    // Several blocks and packed B: the calls prefetch, one row or a group of rows per call.
+    const auto square = jitmm::plan::plan_x86_gemm_f32(plain_problem(1024, 1024, 1024, false, false), cpu, isa, 1);
+    CHECK(square.layout.b_prefetch_runs == 1);
+    const auto few_rows = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 4096, 4096, false, true), cpu, isa, 1);
+    CHECK(few_rows.layout.b_prefetch_runs > 1);
+    // One block: nothing to prefetch.
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(256, 256, 256, false, false), cpu, isa, 1).layout.b_prefetch_runs == 0);
+
+    std::mt19937 rng(2611);
+    struct Knobs { const char* kc; const char* nc; const char* bpf; const char* tile; };
+    // 3x3: AVX2 panels 24 wide, so that 16-column units of a transposed B straddle two panels.
+    const Knobs knobs[] = {{"40", "64", "1", ""}, {"64", "100", "1", "3x3"}, {"37", "48", "0", ""}, {"128", "200", "1", "3x3"}};
+    for (const Tier& tier : runnable_tiers()) {
+        for (int ki = 0; ki < 4; ++ki) {
+            INFO("tier " << tier.name << " kc " << knobs[ki].kc << " nc " << knobs[ki].nc << " bpf " << knobs[ki].bpf
+                          << " tile " << knobs[ki].tile);
+            setenv("JITMM_X86_TILE", knobs[ki].tile, 1);
+            setenv("JITMM_X86_KC", knobs[ki].kc, 1);
+            setenv("JITMM_X86_NC", knobs[ki].nc, 1);
+            setenv("JITMM_X86_BPF", knobs[ki].bpf, 1);
+            jitmm_engine* e = make_engine(tier.name, 1 + ki % 3);
+            const Case cases[] = {
+                {150, 333, 301, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+                {97, 250, 263, 1, false, true, 3, 5, 1, 0.5f, 1.0f, JITMM_EPILOGUE_RELU},
+                {64, 161, 200, 2, true, true, 0, 2, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU, JITMM_BIAS_PER_ROW},
+                {300, 77, 129, 1, false, true, 0, 0, 3, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
+                {45, 517, 90, 1, true, false, 1, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
+            };
+            for (const Case& c : cases) check_case(e, c, rng);
+            jitmm_engine_destroy(e);
+        }
+    }
+    unsetenv("JITMM_X86_TILE");
+    unsetenv("JITMM_X86_KC");
+    unsetenv("JITMM_X86_NC");
+    unsetenv("JITMM_X86_BPF");
+}

@@ -110,6 +110,32 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
     return best;
 }
 
+// The next B block's source is prefetched by the microkernel calls of the current block (double-buffered B
+// blocks, gemm_f32_kernel.cpp): each call walks `runs` of its rows (B rows, or stored rows for trans_b) at
+// `step` bytes per K-loop iteration, so that one call covers about a row and the block's calls cover the
+// next block's rows with a quarter to spare (counted for one thread: the partition is not in the key).
+// JITMM_X86_BPF=0 turns it off (tuning knob).
+void set_b_block_prefetch(const Problem& p, X86GemmPlan& plan, int64_t m_tiles) {
+    auto& L = plan.layout;
+    const int64_t blocks = ceil_div(p.n, plan.nc) * ceil_div(p.k, plan.kc);
+    bool on = plan.pack_b && blocks > 1;
+    if (const char* v = std::getenv("JITMM_X86_BPF")) on = on && std::atoi(v) != 0;
+    if (!on) return;
+    const int64_t block_n = std::min(plan.nc, p.n);
+    const int64_t rows = p.trans_b ? block_n : plan.kc;
+    const int64_t row_bytes = 4 * (p.trans_b ? plan.kc : block_n);
+    const int64_t iterations = std::max<int64_t>(1, plan.kc / L.k_unroll);
+    const int64_t calls = m_tiles * ceil_div(block_n, plan.nr());
+    const int step = static_cast<int>(std::clamp<int64_t>(round_up(ceil_div(row_bytes, iterations), 4), 16, 256));
+    const int64_t segments_per_row = ceil_div(row_bytes, step * iterations);
+    int64_t runs = std::clamp<int64_t>(ceil_div(rows * segments_per_row * 5, 4 * calls), 1, 8);
+    const int64_t ld_bytes = p.ldb * 4;
+    while (runs > 1 && (runs - 1) * ld_bytes >= (int64_t(1) << 31)) --runs;
+    L.b_prefetch_runs = static_cast<int>(runs);
+    L.b_prefetch_step = step;
+    L.b_prefetch_ld = ld_bytes;
+}
+
 }  // namespace
 
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
@@ -167,6 +193,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
     plan.kc = round_up(ceil_div(p.k, k_blocks), L.k_unroll);
     plan.nc = std::max<int64_t>(nr, (l2 / 2) / (plan.kc * 4) / nr * nr);
+    if (const char* forced = std::getenv("JITMM_X86_NC")) plan.nc = std::max<int64_t>(1, std::atoi(forced) / nr) * nr;
     plan.mc = std::max<int64_t>(L.mr, (l2 / 4) / (plan.kc * 4) / L.mr * L.mr);
 
     if (plan.pack_a) {
@@ -180,6 +207,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.a_prefetch = plan.pack_a && !p.trans_a;
     if (const char* v = std::getenv("JITMM_X86_APF")) L.a_prefetch = L.a_prefetch && std::atoi(v) != 0;
     L.b_packed = plan.pack_b;
+    set_b_block_prefetch(p, plan, m_tiles);
     L.ldb = plan.pack_b ? nr : p.ldb;
     if (!plan.pack_b && int64_t(L.k_unroll) * p.ldb * 4 >= (int64_t(1) << 31)) L.k_unroll = 1;
 
@@ -228,12 +256,15 @@ int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts
 }
 
 std::string X86GemmPlan::describe() const {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%dx%d",
+    char prefetch[64] = "";
+    if (layout.b_prefetch_runs > 0)
+        std::snprintf(prefetch, sizeof prefetch, " prefetchB=%dx%d", layout.b_prefetch_runs, layout.b_prefetch_step);
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%dx%d%s",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB",
-                  pack_a ? " packA" : "", single_call ? " single-call" : "", k_split_ready ? " ksplit-ready" : "", threads,
-                  m_chunks, n_chunks, k_splits);
+                  pack_a ? " packA" : "", single_call ? " single-call" : "", k_split_ready ? " ksplit-ready" : "",
+                  threads, m_chunks, n_chunks, k_splits, prefetch);
     return buf;
 }
 
@@ -245,6 +276,7 @@ void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);
     w.i64('f', layout.b_prefetch_k * 4 + (layout.c_prefetch ? 1 : 0) + (layout.a_prefetch ? 2 : 0));
+    w.i64('P', layout.b_prefetch_runs).i64('S', layout.b_prefetch_step).i64('D', layout.b_prefetch_ld);
 }
 
 }  // namespace jitmm::plan

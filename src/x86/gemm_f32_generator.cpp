@@ -16,9 +16,9 @@ namespace {
 using Xbyak::Xmm;
 using Xbyak::Reg64;
 
-// Register plan (System V): rdi = A, rsi = B, rdx = C, rcx = bias, r8 = the A row to prefetch; rax = K-loop
-// counter; r9 = A's per-k step when it is not an immediate; r10 = B's per-k step when it is not an
-// immediate; r11 = C row cursor.
+// Register plan (System V): rdi = A, rsi = B, rdx = C, rcx = bias, r8 = the A row to prefetch, r9 = the
+// next B block's source to prefetch; rax = K-loop counter; r11 = A's or B's per-k step when it is not an
+// immediate (K loop), then the C row cursor (epilogue), r10 = its row step when not an immediate.
 class GemmF32Emitter : public Xbyak::CodeGenerator {
 public:
     GemmF32Emitter(const GemmF32Layout& layout, uint8_t* buffer, size_t capacity)
@@ -228,8 +228,14 @@ private:
                 prefetcht1(ptr[r8]);
                 add(r8, unroll * 4);
             }
-            advance(rdi, r9, unroll * a_k_bytes());
-            advance(rsi, r10, unroll * b_k_bytes());
+            if (L_.b_prefetch_runs > 0) {
+                // Runs of the next B block's source, read from L2 when the driver packs them.
+                for (int r = 0; r < L_.b_prefetch_runs; ++r)
+                    prefetcht1(ptr[r9 + static_cast<int32_t>(r * L_.b_prefetch_ld)]);
+                add(r9, L_.b_prefetch_step);
+            }
+            advance(rdi, r11, unroll * a_k_bytes());
+            advance(rsi, r11, unroll * b_k_bytes());
             dec(rax);
             jnz(loop, T_NEAR);
         }
@@ -301,11 +307,14 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
     const int64_t max_a_disp = int64_t(layout.mr) * (layout.trans_a ? 4 : layout.lda * 4);
     if (max_a_disp >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: A row offsets exceed 32-bit displacements");
+    if (layout.b_prefetch_runs > 0 && int64_t(layout.b_prefetch_runs - 1) * layout.b_prefetch_ld >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: B prefetch runs exceed 32-bit displacements");
     for (const auto& v : variants) {
         if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
             fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: variant outside the tile");
         const size_t nvec = static_cast<size_t>((v.cols + vlen - 1) / vlen);
-        capacity += 1024 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + v.rows * (10 + nvec * 7)) * 2 +
+        capacity += 1024 + static_cast<size_t>(layout.b_prefetch_runs) * 8 +
+                    static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + v.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(v.rows) * nvec * 440;
     }
     for (const auto& t : whole) {

@@ -1,7 +1,8 @@
 // The f32 GEMM microkernel generator (AVX-512 and AVX2): emits, into one code buffer, the register-blocked
 // microkernels a shape needs. Each computes one C tile (rows x cols) over one K block:
 //
-//   void ukernel(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch);
+//   void ukernel(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch,
+//                const float* b_prefetch);
 //
 //   acc[rows][cols] = sum_k op(A)[i][k] * B[k][j]      (broadcast-FMA, accumulators stay in registers)
 //   first K block:  acc = alpha*acc + beta*C           (C not read when beta == 0)
@@ -41,6 +42,12 @@ struct GemmF32Layout {
     bool a_prefetch = false;              // A as stored (not transposed): the fifth argument points at a row
                                           // the driver packs next; each K-loop iteration prefetches (into L2)
                                           // its part of that row, in step with k
+    // The sixth argument points at memory the driver packs after this call (the next B block's source):
+    // b_prefetch_runs runs, b_prefetch_ld bytes apart; each K-loop iteration prefetches (into L2) the next
+    // b_prefetch_step bytes of each. 0 runs: none.
+    int b_prefetch_runs = 0;
+    int b_prefetch_step = 0;
+    int64_t b_prefetch_ld = 0;
 };
 
 struct UkernelVariant {
@@ -65,8 +72,10 @@ struct GeneratedCode {
                                   // then the K-split finish entry (each only when asked for)
 };
 
-// a_prefetch: the row of A to prefetch over this call's K range (any readable address when there is none).
-using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch);
+// a_prefetch: the row of A to prefetch over this call's K range; b_prefetch: the run of the next B block's
+// source to prefetch (any readable address where there is none).
+using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch,
+                           const float* b_prefetch);
 
 // Scratch registers the epilogue needs beyond the accumulators (activations use up to three).
 constexpr int kEpilogueTemps = 3;

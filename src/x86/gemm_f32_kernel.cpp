@@ -4,6 +4,8 @@
 #include "x86/pack.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 namespace jitmm::x86 {
@@ -12,12 +14,16 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Per-thread scratch for packed panels (Slot 0: A, 1: B), grown on demand and kept for the thread's lifetime.
+// Per-thread scratch for packed panels (Slot 0: A, 1 and 3: B, 2: K-split partial sums), grown on demand and
+// kept for the thread's lifetime. Aligned to a cache line: a packed B row of the microkernel is whole vectors,
+// and a vector load straddling two lines costs two (a large std::vector sits 16 bytes past a page boundary).
 template <int Slot>
 float* pack_buffer(size_t floats) {
+    constexpr size_t kLineFloats = 16;
     thread_local std::vector<float> buffer;
-    if (buffer.size() < floats) buffer.resize(floats);
-    return buffer.data();
+    if (buffer.size() < floats + kLineFloats) buffer.resize(floats + kLineFloats);
+    const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+    return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
 }
 
 // Splits [0, tiles) into `parts` near-equal tile ranges; returns part's range scaled to elements.
@@ -135,7 +141,7 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     if (whole_) {
         // One generated call per batch: nothing else between the caller and the arithmetic.
         auto one_batch = [&](int64_t t) {
-            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias, a);
+            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias, a, a);
         };
         if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for(p_.batch, one_batch);
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
@@ -165,6 +171,10 @@ void GemmF32Kernel::run(const RunArgs& args) const {
 
 // Loop order: N blocks, K blocks (B packed once per block into L2-sized panels), then row tiles outermost
 // (each A row tile packed into an L1-resident panel) and the B panels innermost, streaming from L2.
+// B blocks are double buffered: while one block's tiles run, each microkernel call prefetches (b_prefetch,
+// spread over its K loop) one run of the next block's source, and the driver packs what the earlier calls
+// brought into L2, so that the next block's reads from memory overlap the FMAs instead of stalling a packing
+// pass between blocks (1024^3: ~5% of the run). Only the chunk's first block is packed up front.
 void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
                               int64_t n0, int64_t n1, int64_t kb0, int64_t kb1, bool split) const {
     const int mr = plan_.layout.mr;
@@ -172,43 +182,101 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
     float* a_panel =
         plan_.pack_a ? pack_buffer<0>(static_cast<size_t>(std::max<int64_t>(plan_.kc, mr) * plan_.a_panel_ld + 16))
                      : nullptr;
-    for (int64_t jc = n0; jc < n1; jc += plan_.nc) {
-        const int64_t n_cur = std::min(plan_.nc, n1 - jc);
-        for (int64_t kb = kb0; kb < kb1; ++kb) {
-            const int64_t k0 = kb * plan_.kc;
-            const int64_t k_len = std::min(plan_.kc, p_.k - k0);
-            const bool last_block = kb + 1 == k_blocks_;
-            Phase phase;
-            if (split) phase = kb == kb0 ? (last_block ? kPartFirstTail : kPartFirst) : (last_block ? kPartLast : kMiddle);
-            else phase = k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : last_block ? kLast : kMiddle;
-            float* b_panels = nullptr;
-            if (plan_.pack_b) {
-                b_panels = pack_buffer<1>(static_cast<size_t>(ceil_div(n_cur, nr) * nr * k_len));
-                pack_b_f32(b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr), b_panels);
+    // Block i of the chunk: N block i / k_count, K block kb0 + i % k_count.
+    const int64_t k_count = kb1 - kb0, blocks = ceil_div(n1 - n0, plan_.nc) * k_count;
+    struct Block {
+        int64_t jc, n_cur, kb, k0, k_len;
+    };
+    auto block = [&](int64_t i) {
+        Block blk;
+        blk.jc = n0 + (i / k_count) * plan_.nc;
+        blk.n_cur = std::min(plan_.nc, n1 - blk.jc);
+        blk.kb = kb0 + i % k_count;
+        blk.k0 = blk.kb * plan_.kc;
+        blk.k_len = std::min(plan_.kc, p_.k - blk.k0);
+        return blk;
+    };
+    auto pack = [&](const Block& blk, float* panels, int64_t u0, int64_t u1) {
+        pack_b_f32(b, p_.ldb, p_.trans_b, blk.k0, blk.k_len, blk.jc, blk.n_cur, static_cast<int>(nr), panels, u0, u1);
+    };
+    const size_t b_floats = static_cast<size_t>(ceil_div(std::min(plan_.nc, n1 - n0), nr) * nr *
+                                                std::min(plan_.kc, p_.k));
+    const bool double_buffer = plan_.pack_b && blocks > 1;
+    float* b_buffers[2] = {plan_.pack_b ? pack_buffer<1>(b_floats) : nullptr,
+                           double_buffer ? pack_buffer<3>(b_floats) : nullptr};
+    if (plan_.pack_b) {
+        const Block first = block(0);
+        pack(first, b_buffers[0], 0, pack_b_units(p_.trans_b, first.k_len, first.n_cur));
+    }
+    for (int64_t i = 0; i < blocks; ++i) {
+        const Block blk = block(i);
+        const bool last_block = blk.kb + 1 == k_blocks_;
+        Phase phase;
+        if (split)
+            phase = blk.kb == kb0 ? (last_block ? kPartFirstTail : kPartFirst) : (last_block ? kPartLast : kMiddle);
+        else phase = k_blocks_ == 1 ? kSingle : blk.kb == 0 ? kFirst : last_block ? kLast : kMiddle;
+        const float* b_panels = b_buffers[i % 2];
+
+        // The next block's source as runs ("rows": B rows for NN, stored rows for trans_b), each cut into
+        // segments of what one call's K loop prefetches; call s prefetches segment s. A packing unit is
+        // packed two calls after the call that prefetched its last segment (its lines have arrived by then);
+        // whatever the calls did not cover is packed after the block.
+        const bool ahead = double_buffer && i + 1 < blocks;
+        const Block next = ahead ? block(i + 1) : blk;
+        float* next_panels = ahead ? b_buffers[(i + 1) % 2] : nullptr;
+        const int64_t units = ahead ? pack_b_units(p_.trans_b, next.k_len, next.n_cur) : 0;
+        const int64_t rows = p_.trans_b ? next.n_cur : next.k_len;
+        const int64_t row_floats = p_.trans_b ? next.k_len : next.n_cur;
+        const auto& L = plan_.layout;
+        const int64_t runs = L.b_prefetch_runs;
+        const int64_t seg_floats = runs > 0 ? blk.k_len / L.k_unroll * L.b_prefetch_step / 4 : 0;
+        const int64_t segs_per_row = seg_floats > 0 ? ceil_div(row_floats, seg_floats) : 0;
+        auto segment = [&](int64_t s) -> const float* {
+            if (!ahead || seg_floats == 0 || s >= ceil_div(rows, runs) * segs_per_row) return nullptr;
+            const int64_t r = s / segs_per_row * runs, part = s % segs_per_row;
+            const float* row = p_.trans_b ? b + (next.jc + r) * p_.ldb + next.k0 : b + (next.k0 + r) * p_.ldb + next.jc;
+            return row + part * seg_floats;
+        };
+        auto units_ready = [&](int64_t call) -> int64_t {  // units whose lines were all prefetched before `call`
+            if (!ahead || segs_per_row == 0 || call < 2) return 0;
+            const int64_t rows_done = std::min(rows, (call - 1) / segs_per_row * runs);
+            if (rows_done == rows) return units;
+            return p_.trans_b ? rows_done / kPackBColumns : rows_done;
+        };
+        int64_t packed = 0, call = 0;
+        for (int64_t ir = m0; ir < m1; ir += mr) {
+            const bool row_tail = ir + mr > p_.m;
+            const float* a_tile = p_.trans_a ? a + blk.k0 * p_.lda + ir : a + ir * p_.lda + blk.k0;
+            if (plan_.pack_a) {
+                pack_a_f32(a, p_.lda, p_.trans_a, ir, static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), blk.k0,
+                           blk.k_len, plan_.a_panel_ld, a_panel);
+                a_tile = a_panel;
             }
-            for (int64_t ir = m0; ir < m1; ir += mr) {
-                const bool row_tail = ir + mr > p_.m;
-                const float* a_tile = p_.trans_a ? a + k0 * p_.lda + ir : a + ir * p_.lda + k0;
-                if (plan_.pack_a) {
-                    pack_a_f32(a, p_.lda, p_.trans_a, ir, static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), k0,
-                               k_len, plan_.a_panel_ld, a_panel);
-                    a_tile = a_panel;
+            const float* row_bias = p_.bias == BiasKind::per_row ? bias + ir : nullptr;
+            // With a_prefetch, the call for panel q prefetches row q of the next row tile's K range (A
+            // as stored), so that its packing reads L2 instead of memory; past those rows, the panel.
+            const int64_t next_rows = plan_.layout.a_prefetch ? std::min<int64_t>(mr, m1 - ir - mr) : 0;
+            int64_t q = 0;
+            for (int64_t jr = blk.jc; jr < blk.jc + blk.n_cur; jr += nr, ++q, ++call) {
+                if (ahead) {
+                    const int64_t ready = units_ready(call);
+                    if (ready > packed) {
+                        pack(next, next_panels, packed, ready);
+                        packed = ready;
+                    }
                 }
-                const float* row_bias = p_.bias == BiasKind::per_row ? bias + ir : nullptr;
-                // With a_prefetch, the call for panel q prefetches row q of the next row tile's K range (A
-                // as stored), so that its packing reads L2 instead of memory; past those rows, the panel.
-                const int64_t next_rows = plan_.layout.a_prefetch ? std::min<int64_t>(mr, m1 - ir - mr) : 0;
-                int64_t q = 0;
-                for (int64_t jr = jc; jr < jc + n_cur; jr += nr, ++q) {
-                    const bool col_tail = jr + nr > p_.n;
-                    const float* b_tile =
-                        plan_.pack_b ? b_panels + ((jr - jc) / nr) * k_len * nr : b + k0 * p_.ldb + jr;
-                    const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
-                    const float* a_next = q < next_rows ? a + (ir + mr + q) * p_.lda + k0 : a_tile;
-                    ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c + ir * p_.ldc + jr, bias_tile, a_next);
-                }
+                const bool col_tail = jr + nr > p_.n;
+                const float* b_tile =
+                    plan_.pack_b ? b_panels + ((jr - blk.jc) / nr) * blk.k_len * nr : b + blk.k0 * p_.ldb + jr;
+                const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
+                const float* a_next = q < next_rows ? a + (ir + mr + q) * p_.lda + blk.k0 : a_tile;
+                const float* b_next = segment(call);
+                // Nothing left to prefetch: the call's own panel (in cache) keeps the prefetches harmless.
+                ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c + ir * p_.ldc + jr, bias_tile, a_next,
+                                                   b_next ? b_next : b_tile);
             }
         }
+        if (ahead && packed < units) pack(next, next_panels, packed, units);
     }
 }
 

@@ -9,24 +9,47 @@ namespace jitmm::x86 {
 
 namespace {
 
-// dst[c][r] = src[r][c] for an 8 x 8 block (AVX2: every tier jitmm runs on has it).
-__attribute__((target("avx2"))) void transpose_8x8(const float* src, int64_t src_ld, float* dst, int64_t dst_ld) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * src_ld);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+// dst[c][r] = src[r][c] for an 8 x 8 block (AVX2: every tier jitmm runs on has it). The 128-bit halves of
+// rows r and r + 4 are loaded into one register (the insert reads memory: a load, not a shuffle), so that
+// each lane then holds a 4 x 4 block and two rounds of in-lane shuffles finish it: 16 shuffles per block
+// instead of 24 plus 8 lane-crossing permutes (packing a transposed B was shuffle-bound).
+// [p[0..4) | p[4 ld..4 ld + 4)]
+__attribute__((target("avx2"))) inline __m256 load_halves(const float* p, int64_t ld) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + 4 * ld), 1);
+}
+
+__attribute__((target("avx2"), always_inline)) inline void transpose_8x8(const float* src, int64_t src_ld, float* dst,
+                                                                       int64_t dst_ld) {
+    for (int half = 0; half < 2; ++half) {
+        const float* in = src + 4 * half;
+        const __m256 r0 = load_halves(in, src_ld), r1 = load_halves(in + src_ld, src_ld);
+        const __m256 r2 = load_halves(in + 2 * src_ld, src_ld), r3 = load_halves(in + 3 * src_ld, src_ld);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        float* out = dst + 4 * half * dst_ld;
+        _mm256_storeu_ps(out, _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)));
+        _mm256_storeu_ps(out + dst_ld, _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)));
+        _mm256_storeu_ps(out + 2 * dst_ld, _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)));
+        _mm256_storeu_ps(out + 3 * dst_ld, _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)));
     }
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+}
+
+// 8 stored rows (16 with dst_hi) over k in [0, k8), k8 a multiple of 8: panel columns dst_lo[k * nr] (and
+// dst_hi), both halves per 8 k so that a 64-byte line of a panel row is written whole while it is in L1.
+__attribute__((target("avx2"))) void transpose_rows(const float* src, int64_t ld, float* dst_lo, float* dst_hi,
+                                                    int64_t k8, int64_t nr) {
+    for (int64_t k = 0; k < k8; k += 8) {
+        transpose_8x8(src + k, ld, dst_lo + k * nr, nr);
+        if (dst_hi) transpose_8x8(src + 8 * ld + k, ld, dst_hi + k * nr, nr);
     }
-    for (int i = 0; i < 4; ++i) {
-        _mm256_storeu_ps(dst + i * dst_ld, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-        _mm256_storeu_ps(dst + (i + 4) * dst_ld, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-    }
+}
+
+// dst[0, n) = src[0, n): 8 floats per move, the rest one by one (rows of a panel are short: a call to
+// memcpy per row costs about as much as the copy).
+__attribute__((target("avx2"))) void copy_floats(const float* src, float* dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+    for (; i < n; ++i) dst[i] = src[i];
 }
 
 }  // namespace
@@ -41,34 +64,42 @@ void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows,
     }
 }
 
+int64_t pack_b_units(bool trans_b, int64_t k_len, int64_t width) {
+    return trans_b ? (width + kPackBColumns - 1) / kPackBColumns : k_len;
+}
+
 void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0, int64_t width,
-                int nr, float* panels) {
-    for (int64_t p0 = 0; p0 < width; p0 += nr) {
-        const int64_t w = std::min<int64_t>(nr, width - p0);
-        float* panel = panels + (p0 / nr) * k_len * nr;
-        if (!trans_b) {
-            // op(B) rows are B rows: contiguous copies.
-            for (int64_t k = 0; k < k_len; ++k) {
-                const float* src = b + (k0 + k) * ldb + j0 + p0;
-                float* dst = panel + k * nr;
-                std::memcpy(dst, src, static_cast<size_t>(w) * sizeof(float));
-                if (w < nr) std::memset(dst + w, 0, static_cast<size_t>(nr - w) * sizeof(float));
-            }
-        } else {
-            // op(B)[k][j] = B[j][k]: read each stored row (contiguous in k) and scatter it into a panel column.
-            if (w < nr)
-                for (int64_t k = 0; k < k_len; ++k)
-                    std::memset(panel + k * nr + w, 0, static_cast<size_t>(nr - w) * sizeof(float));
-            // 8 x 8 blocks through registers, then the ragged edges element by element.
-            const int64_t w8 = w / 8 * 8, k8 = k_len / 8 * 8;
-            for (int64_t j = 0; j < w8; j += 8)
-                for (int64_t k = 0; k < k8; k += 8)
-                    transpose_8x8(b + (j0 + p0 + j) * ldb + k0 + k, ldb, panel + k * nr + j, nr);
-            for (int64_t j = 0; j < w; ++j) {
-                const float* src = b + (j0 + p0 + j) * ldb + k0;
-                for (int64_t k = (j < w8 ? k8 : 0); k < k_len; ++k) panel[k * nr + j] = src[k];
-            }
+                int nr, float* panels, int64_t unit_begin, int64_t unit_end) {
+    const int64_t panel_count = (width + nr - 1) / nr;
+    const int64_t pad_from = width - (panel_count - 1) * nr;  // first padding column of the last panel
+    float* last_panel = panels + (panel_count - 1) * k_len * nr;
+    if (!trans_b) {
+        // Panel by panel over the rows: each panel is written front to back (whole lines, one stream).
+        for (int64_t p = 0; p < panel_count; ++p) {
+            const int64_t w = std::min<int64_t>(nr, width - p * nr);
+            for (int64_t k = unit_begin; k < unit_end; ++k)
+                copy_floats(b + (k0 + k) * ldb + j0 + p * nr, panels + p * k_len * nr + k * nr, w);
         }
+        if (pad_from < nr)
+            for (int64_t k = unit_begin; k < unit_end; ++k)
+                std::memset(last_panel + k * nr + pad_from, 0, static_cast<size_t>(nr - pad_from) * sizeof(float));
+        return;
+    }
+    // op(B)[k][j] = B[j][k]: 16 stored rows (contiguous in k) at a time, transposed into panel columns in
+    // 8 x 8 blocks through registers; ragged edges element by element.
+    const int64_t k8 = k_len / 8 * 8;
+    for (int64_t g = unit_begin; g < unit_end; ++g) {
+        const int64_t j = g * kPackBColumns, cols = std::min<int64_t>(kPackBColumns, width - j);
+        const float* src = b + (j0 + j) * ldb + k0;
+        float* dst[kPackBColumns];
+        for (int64_t c = 0; c < cols; ++c) dst[c] = panels + ((j + c) / nr) * k_len * nr + (j + c) % nr;
+        const int64_t full = cols / 8 * 8;  // columns done in 8 x 8 blocks (for k < k8)
+        transpose_rows(src, ldb, dst[0], full >= 16 ? dst[8] : nullptr, full > 0 ? k8 : 0, nr);
+        for (int64_t c = 0; c < cols; ++c)
+            for (int64_t k = c < full ? k8 : 0; k < k_len; ++k) dst[c][k * nr] = src[c * ldb + k];
+        if (j + cols == width && pad_from < nr)
+            for (int64_t k = 0; k < k_len; ++k)
+                std::memset(last_panel + k * nr + pad_from, 0, static_cast<size_t>(nr - pad_from) * sizeof(float));
     }
 }
 

@@ -13,7 +13,21 @@ namespace jitmm::x86 {
 void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows, int64_t k0, int64_t k_len,
                 int64_t panel_ld, float* panel);
 
+// A B block packs in units, so that it can be packed a slice at a time between microkernel calls: rows k of
+// the block (B as stored: op(B) rows are B rows) or groups of kPackBColumns columns (trans_b: as many stored
+// rows, transposed into the panels in 8 x 8 blocks). The whole block is units [0, pack_b_units).
+constexpr int64_t kPackBColumns = 16;
+int64_t pack_b_units(bool trans_b, int64_t k_len, int64_t width);
+
+// Packs units [unit_begin, unit_end) of the block (k_len x width of op(B), from row k0 and column j0); the
+// unit holding the last column also zeroes the padding columns of the last panel.
 void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0, int64_t width,
-                int nr, float* panels);
+                int nr, float* panels, int64_t unit_begin, int64_t unit_end);
+
+// The whole block.
+inline void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0,
+                       int64_t width, int nr, float* panels) {
+    pack_b_f32(b, ldb, trans_b, k0, k_len, j0, width, nr, panels, 0, pack_b_units(trans_b, k_len, width));
+}
 
 }  // namespace jitmm::x86
