@@ -507,8 +507,14 @@ public:
 
     std::unique_ptr<Plan> plan(const Problem& p) const override {
         try {
-            if (plan::sm90_applies(p, target_))
+            std::string why_not_sm90;
+            if (plan::sm90_applies(p, target_, &why_not_sm90))
                 return std::make_unique<CudaPlan>(p, plan::plan_sm90_gemm(p, target_), target_, device_);
+            // fp8 has only the Hopper kernel: say why that one cannot take it.
+            const bool fp8 = p.a_type == JITMM_DTYPE_F8_E4M3 || p.a_type == JITMM_DTYPE_F8_E5M2;
+            if (fp8 && target_.arch == "sm_90a")
+                fail(JITMM_STATUS_UNSUPPORTED, "cuda: fp8 runs on the Hopper (wgmma) kernel only, which cannot take "
+                                               "this problem: " + why_not_sm90);
             return std::make_unique<CudaPlan>(p, plan::plan_cuda_gemm(p, target_), target_, device_);
         } catch (const Error& e) {
             if (e.status() != JITMM_STATUS_UNSUPPORTED) throw;
