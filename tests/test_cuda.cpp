@@ -708,6 +708,8 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
                      "sm90:128x128x6x1x2"});
     cases.push_back({Case{8192, 8192, 8192, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, JITMM_DTYPE_BF16,
                      JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90:128x256x4"});
+    cases.push_back({Case{2048, 11008, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, JITMM_DTYPE_BF16,
+                     JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90:128x256x3x1x4x1"});
 
     std::vector<std::string> errors(cases.size());
     std::vector<double> ms(cases.size(), 0.0);
@@ -1125,6 +1127,29 @@ TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     if (sm90_device()) cases.push_back(fp8);
     setenv("JITMM_CUDA_TILE", "sm90:128x128x6x1x3", 1);
     run_cases(cases);
+
+    // Only the last partial wave split (whole tiles first, then the tail's K ranges on every SM): 160 tiles
+    // of 128x128 over 132 SMs leave 28, split 4 ways; with batches, tails and the epilogue; the planner picks
+    // this for 2048x11008x4096.
+    const auto tail_plan = jitmm::plan::plan_sm90_gemm(
+        problem_of(Case{2048, 11008, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}), h100);
+    CHECK(tail_plan.split_k > 1);
+    CHECK(tail_plan.split_tiles == 688 % 132);
+    std::vector<Case> tail_cases;
+    Case tail_bf16{600, 2000, 1000, 2, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    tail_bf16.beta = 1.0f, tail_bf16.bias = BiasKind::per_column, tail_bf16.act = Activation::gelu_tanh;
+    tail_bf16.want_generator = kSm90;
+    tail_bf16.run_twice = true;
+    tail_bf16.caller_workspace = true;
+    tail_cases.push_back(tail_bf16);
+    Case tail_s8{1270, 2040, 640, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    tail_s8.want_generator = kSm90;
+    tail_cases.push_back(tail_s8);
+    Case tail_tf32{1280, 2048, 768, 1, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};  // staged B as well
+    tail_tf32.want_generator = kSm90;
+    tail_cases.push_back(tail_tf32);
+    setenv("JITMM_CUDA_TILE", "sm90:128x128x6x1x4x1", 1);
+    run_cases(tail_cases);
     unsetenv("JITMM_CUDA_TILE");
 }
 

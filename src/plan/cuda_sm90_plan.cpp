@@ -63,23 +63,31 @@ bool needs_staging(const Problem& p, bool a) {
 // 64-column boxes (N-major) each.
 bool b_splits(const Sm90GemmPlan& plan) { return plan.b_k_major ? plan.bn % 16 == 0 : plan.bn % 128 == 0; }
 
-// "sm90:BMxBNxSTAGES[xCLUSTER]": JITMM_CUDA_TILE (developer knob) or a tuned choice; part of the key like
-// any plan.
-bool apply_choice(Sm90GemmPlan& plan, const CudaTarget& target, const char* text) {
+// The tiles of the last, partial wave of a persistent grid of sm_count CTAs (0 when the tiles fill whole waves
+// or do not fill one).
+int64_t tail_tiles(int64_t tiles, int sm_count) { return tiles > sm_count ? tiles % sm_count : 0; }
+
+// "sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT[xTAIL]]]": JITMM_CUDA_TILE (developer knob) or a tuned choice; part of the
+// key like any plan. TAIL 1: only the last partial wave's tiles are split.
+bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target, const char* text) {
     if (text == nullptr || std::strncmp(text, "sm90:", 5) != 0) return false;
-    int bm = 0, bn = 0, stages = 0, cluster = 1, split = 1;
-    const int fields = std::sscanf(text, "sm90:%dx%dx%dx%dx%d", &bm, &bn, &stages, &cluster, &split);
-    if (fields < 3 || (bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 != 0 || stages < 2 || stages > 8 ||
-        (cluster != 1 && cluster != 2) || split < 1 || split > 16 || (split > 1 && cluster > 1))
+    int bm = 0, bn = 0, stages = 0, cluster = 1, split = 1, tail = 0;
+    const int fields = std::sscanf(text, "sm90:%dx%dx%dx%dx%dx%d", &bm, &bn, &stages, &cluster, &split, &tail);
+    if (fields < 3 || (bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 != 0 || stages < 2 || stages > 12 ||
+        (cluster != 1 && cluster != 2) || split < 1 || split > 16 || (split > 1 && cluster > 1) ||
+        (tail != 0 && tail != 1))
         fail(JITMM_STATUS_INVALID_VALUE,
-             std::string("sm90 recipe: expected sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT_K]] (BM 64 or 128, BN 16..256, "
-                         "cluster 1 or 2, split 1..16, not both), got \"") + text + "\"");
+             std::string("sm90 recipe: expected sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT_K[xTAIL]]] (BM 64 or 128, BN "
+                         "16..256, stages 2..12, cluster 1 or 2, split 1..16, not both, tail 0 or 1), got \"") +
+                 text + "\"");
     plan.bm = bm;
     plan.consumers = bm / 64;
     plan.bn = bn;
     plan.stages = stages;
     plan.cluster_m = cluster;
     plan.split_k = split;
+    plan.split_tiles = split == 1 ? 0 : tail ? tail_tiles(plan.tiles(p), target.sm_count) : plan.tiles(p);
+    if (split > 1 && plan.split_tiles == 0) plan.split_k = 1;  // no partial wave: nothing to split
     if (cluster == 2 && !b_splits(plan))
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + ": B tile cannot be split in two");
     // A deep pipeline may need a narrower shared C tile.
@@ -122,28 +130,35 @@ std::string Sm90GemmPlan::describe() const {
     const std::string c_store = c_tma ? " c=tma/" + std::to_string(c_cols()) : c_pairs ? "" : " c=single";
     const char* a_layout = stage_a ? "staged-k-major" : a_k_major ? "k-major" : "m-major";
     const char* b_layout = stage_b ? "staged-k-major" : b_k_major ? "k-major" : "n-major";
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 split_k=%d ctas=%d group_m=%d a=%s b=%s%s",
-                  bm, bn, bk, consumers, stages, cluster_m, split_k, ctas, group_m, a_layout, b_layout, c_store.c_str());
+    const std::string split_what = split_k > 1 ? " (" + std::to_string(split_tiles) + " tiles)" : "";
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 split_k=%d%s ctas=%d group_m=%d a=%s b=%s%s",
+                  bm, bn, bk, consumers, stages, cluster_m, split_k, split_what.c_str(), ctas, group_m, a_layout,
+                  b_layout, c_store.c_str());
     return buf;
 }
 
 void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
     w.i64('n', ctas).i64('l', cluster_m).i64('k', split_k).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
-    w.i64('p', c_pass_bytes).i64('x', stage_a).i64('x', stage_b);
+    w.i64('p', c_pass_bytes).i64('x', stage_a).i64('x', stage_b).i64('t', split_tiles);
 }
 
-int64_t Sm90GemmPlan::workspace_counter_bytes(const Problem& p) const {
+int64_t Sm90GemmPlan::tiles(const Problem& p) const { return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch; }
+
+int64_t Sm90GemmPlan::units(const Problem& p) const {
+    const int64_t cluster_units = ceil_div(ceil_div(p.m, bm), cluster_m) * ceil_div(p.n, bn) * p.batch;
+    return cluster_units + (split_k > 1 ? split_tiles * (split_k - 1) : 0);
+}
+
+int64_t Sm90GemmPlan::workspace_counter_bytes(const Problem&) const {
     if (split_k <= 1) return 0;
-    const int64_t tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
-    return (tiles * consumers * 4 + 255) / 256 * 256;
+    return (split_tiles * consumers * 4 + 255) / 256 * 256;
 }
 
 int64_t Sm90GemmPlan::workspace_split_bytes(const Problem& p) const {
     if (split_k <= 1) return 0;
-    const int64_t tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
-    return workspace_counter_bytes(p) + tiles * split_k * int64_t{bm} * bn * 4;
+    return workspace_counter_bytes(p) + split_tiles * split_k * int64_t{bm} * bn * 4;
 }
 
 int64_t Sm90GemmPlan::staged_ld(const Problem& p) const {
@@ -216,39 +231,58 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     // counters' reset. Rates are the H100's, roughly.
     const TileCandidate* best = nullptr;
     int best_split = 1;
+    bool best_tail = false;
     double best_time = 0;
     const int64_t kt = ceil_div(p.k, plan.bk);
     constexpr double kSmRate = 5.5e12;    // dense tensor-core FLOP/s of one SM at the 128x256 tile (measured)
     constexpr double kSmL2Rate = 100e9;   // bytes/s one SM moves to or from L2 (partial sums)
     constexpr double kUnitRamp = 1.5e-6;  // pipeline fill and epilogue of one work unit
     constexpr double kSplitFixed = 1.5e-6; // the counters' memset and the arrival handshake
-    // Split K is correct (one launch: the last K range of a tile adds the others' partial sums) but measured
-    // slower where the model wants it (H100, ncu, 128x4096x4096 bf16: 128x128 tiles split 2 ways 27.9 us, 4 ways
-    // 33.7 us, against 19.5 us unsplit on 64x64 tiles): those few-tile shapes are bound by streaming the
-    // weights through the SMs, and more CTAs along K did not stream them faster. So the heuristic splits only
-    // when allowed; jitmm_tune times the splits.
+    // Split K over all tiles is correct (one launch: the last K range of a tile adds the others' partial
+    // sums) but measured slower where the model wants it (H100, ncu, 128x4096x4096 bf16: 128x128 tiles split
+    // 2 ways 27.9 us, 4 ways 33.7 us, against 19.5 us unsplit on 64x64 tiles): those few-tile shapes are bound
+    // by streaming the weights through the SMs, and more CTAs along K did not stream them faster. So the
+    // heuristic splits every tile only when allowed; jitmm_tune times those splits.
+    // Splitting only the last partial wave (whole waves run unsplit first) is a different case: the shape is
+    // compute-bound, and the tail's few tiles would otherwise leave most SMs idle for a whole tile's time.
     const int max_split = allow_split ? 8 : 1;
+    const int sms = target.sm_count;
+    auto consider = [&](const TileCandidate& t, int split, bool tail, double time) {
+        // A split must win clearly: it costs a workspace (a tail split only the last wave's partial sums).
+        const double margin = split == 1 ? 0.98 : tail ? 0.95 : 0.9;
+        if (best == nullptr || time < best_time * margin) {
+            best = &t;
+            best_split = split;
+            best_tail = tail;
+            best_time = time;
+        }
+    };
     for (const TileCandidate& t : kTiles) {
         const int bm = 64 * t.consumers;
         const double tiles = double(ceil_div(p.m, bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
+        const double tile_time = 2.0 * bm * t.bn * double(p.k) / (kSmRate * t.efficiency);
+        auto split_cost = [&](int split) { return double(split) * bm * t.bn * 4.0 / kSmL2Rate + kSplitFixed; };
         for (int split = 1; split <= max_split; ++split) {
-            if (split > 1 && (kt < 4 * split || tiles * split > 2.0 * target.sm_count)) break;
-            const double per_sm = std::ceil(tiles * split / target.sm_count);
-            double time = per_sm * (2.0 * bm * t.bn * double(p.k) / split / (kSmRate * t.efficiency) + kUnitRamp);
-            if (split > 1) time += double(split) * bm * t.bn * 4.0 / kSmL2Rate + kSplitFixed;
-            // A split must win clearly: it costs a workspace.
-            const double margin = split > 1 ? 0.9 : 0.98;
-            if (best == nullptr || time < best_time * margin) {
-                best = &t;
-                best_split = split;
-                best_time = time;
-            }
+            if (split > 1 && (kt < 4 * split || tiles * split > 2.0 * sms)) break;
+            const double per_sm = std::ceil(tiles * split / sms);
+            double time = per_sm * (tile_time / split + kUnitRamp);
+            if (split > 1) time += split_cost(split);
+            consider(t, split, false, time);
+        }
+        // The last partial wave's tiles split as many ways as fill the SMs.
+        const int64_t tail = tail_tiles(static_cast<int64_t>(tiles), sms);
+        const int tail_split = tail > 0 ? static_cast<int>(std::min<int64_t>(8, sms / tail)) : 1;
+        if (tail_split >= 2 && kt >= 4 * tail_split) {
+            const double whole_waves = std::floor(tiles / sms);
+            consider(t, tail_split, true,
+                     whole_waves * (tile_time + kUnitRamp) + tile_time / tail_split + kUnitRamp + split_cost(tail_split));
         }
     }
     plan.consumers = best->consumers;
     plan.bm = 64 * best->consumers;
     plan.bn = best->bn;
     plan.split_k = best_split;
+    plan.split_tiles = best_split == 1 ? 0 : best_tail ? tail_tiles(plan.tiles(p), sms) : plan.tiles(p);
 
     // As deep as shared memory allows (up to 6): the producer runs that many k-blocks ahead.
     plan.stages = 2;
@@ -272,11 +306,9 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     // per CTA on the H100 (4096^3 bf16: 337 vs 646 TFLOP/s, at any grid size), so they are only a knob
     // (JITMM_CUDA_TILE=sm90:128x256x3x2) until the pair's pipeline is understood.
     plan.cluster_m = 1;
-    if (!apply_choice(plan, target, std::getenv("JITMM_CUDA_TILE"))) apply_choice(plan, target, choice.c_str());
+    if (!apply_choice(plan, p, target, std::getenv("JITMM_CUDA_TILE"))) apply_choice(plan, p, target, choice.c_str());
 
-    const int64_t units =
-        ceil_div(ceil_div(p.m, plan.bm), plan.cluster_m) * ceil_div(p.n, plan.bn) * p.batch * plan.split_k;
-    plan.ctas = static_cast<int>(std::min<int64_t>(units, target.sm_count / plan.cluster_m) * plan.cluster_m);
+    plan.ctas = static_cast<int>(std::min<int64_t>(plan.units(p), target.sm_count / plan.cluster_m) * plan.cluster_m);
     plan.group_m = 8;
     const int64_t ec = dtype_size(p.c_type);
     plan.c_pairs = p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && ec <= 4;
@@ -308,13 +340,15 @@ std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget
             if (consumers == 2 && p.m <= 64) continue;
             out.push_back("sm90:" + std::to_string(t.bm) + "x" + std::to_string(bn) + "x" + std::to_string(t.stages));
         }
-    // The heuristic's split of K, when it splits, and the neighbouring split counts with the same tile.
+    // The heuristic's split of K, when it splits (every tile, or the last partial wave), and the neighbouring
+    // split counts with the same tile.
     const Sm90GemmPlan h = plan_sm90_gemm(p, target, "", /*allow_split=*/true);
+    const bool tail = h.split_k > 1 && h.split_tiles < h.tiles(p);
     if (h.split_k > 1)
         for (int split : {h.split_k / 2, h.split_k, h.split_k * 2})
             if (split > 1 && split <= 16)
                 out.push_back("sm90:" + std::to_string(h.bm) + "x" + std::to_string(h.bn) + "x" +
-                              std::to_string(h.stages) + "x1x" + std::to_string(split));
+                              std::to_string(h.stages) + "x1x" + std::to_string(split) + (tail ? "x1" : ""));
     return out;
 }
 

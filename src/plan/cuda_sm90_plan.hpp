@@ -22,6 +22,8 @@ struct Sm90GemmPlan {
     int split_k = 1;            // > 1: K cut in split_k ranges (more work units than tiles, for shapes that would
                                 // leave SMs idle); each range's partial sums go to a workspace and the last range
                                 // of a tile to finish adds them all in fixed order and runs the epilogue
+    int64_t split_tiles = 0;    // how many tiles (the last in walking order) are split: all of them, or only
+                                // the last partial wave's, spread over every SM (the others run whole)
     int ctas = 132;             // persistent grid: CTAs that loop over the tiles (a multiple of cluster_m)
     bool a_k_major = true;      // A as the kernel reads it: K contiguous (stored so, or staged)
     bool b_k_major = false;     // B as the kernel reads it: K contiguous (a Linear layer's weight, or staged)
@@ -52,6 +54,8 @@ struct Sm90GemmPlan {
     int64_t staged_bytes(const Problem& p, bool a) const;
     int64_t staged_offset(const Problem& p, bool a) const;
     int64_t workspace_bytes(const Problem& p) const;
+    int64_t tiles(const Problem& p) const;  // C tiles over all batches
+    int64_t units(const Problem& p) const;  // work units the persistent grid walks
     std::string describe() const;
     void append_key(KeyWriter& w) const;
 };
@@ -62,7 +66,7 @@ struct Sm90GemmPlan {
 // 16-bit types), which for tf32 and s8 needs more than 64 rows or columns on the other side.
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not = nullptr);
 
-// Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT]]", from
+// Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT[xTAIL]]]", from
 // the tuning store) that replaces the heuristic's tile; JITMM_CUDA_TILE, when set, wins over both.
 // allow_split: let the cost model split K for shapes with too few tiles to fill the SMs (off by default:
 // measured slower on the H100, see the .cpp; jitmm_tune times the splits).

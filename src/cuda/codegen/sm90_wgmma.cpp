@@ -207,9 +207,13 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     os << "constexpr int TILES_M = " << tiles_m << ", TILES_N = " << tiles_n << ", KT = " << ceil_div(p.k, plan.bk)
        << ";\n";
     os << "// work units: CLUSTER vertically adjacent tiles (one per CTA of a cluster), walked in groups of GROUP_U rows\n";
-    os << "constexpr int CLUSTER = " << cluster << ", UNITS_M = " << units_m << ", SPLIT = " << plan.split_k
-       << ", UNITS = " << units_m * tiles_n * p.batch * plan.split_k << ", GROUP_U = " << std::max(1, plan.group_m / cluster)
-       << ";  // SPLIT: K ranges per tile\n";
+    const int64_t tile_units = units_m * tiles_n * p.batch;
+    const int64_t split_tiles = plan.split_k > 1 ? plan.split_tiles : 0;
+    os << "constexpr int CLUSTER = " << cluster << ", UNITS_M = " << units_m << ", GROUP_U = " << std::max(1, plan.group_m / cluster)
+       << ";\n";
+    os << "// split K: the last SPLIT_TILES tiles run as SPLIT K ranges each, after the WHOLE tiles that run unsplit\n";
+    os << "constexpr int SPLIT = " << plan.split_k << ", SPLIT_TILES = " << split_tiles << ", WHOLE = " << tile_units - split_tiles
+       << ", UNITS = " << plan.units(p) << ";\n";
     os << "constexpr i64 BATCH = " << p.batch << ";\n";
     if (plan.split_k > 1)
         os << "constexpr i64 WS_COUNTER_BYTES = " << plan.workspace_counter_bytes(p)
@@ -255,12 +259,16 @@ __device__ __forceinline__ void tile_coords(int u, int rank, int& m0, int& n0, i
   m0 = ((first + r % per_group % group_rows) * CLUSTER + rank) * BM;
   n0 = r % per_group / group_rows * BN;
 }
-// unit u: split u % SPLIT of tile unit u / SPLIT, k-blocks [kb0, kb1)
-__device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, int& batch, int& split, int& kb0, int& kb1) {
-  split = u % SPLIT;
-  tile_coords(u / SPLIT, rank, m0, n0, batch);
-  kb0 = split * KT / SPLIT;
-  kb1 = (split + 1) * KT / SPLIT;
+// unit u: tile (unit of CLUSTER tiles), its K range split and k-blocks [kb0, kb1)
+__device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, int& batch, int& tile, int& split, int& kb0, int& kb1) {
+  if (u < WHOLE) {
+    tile = u, split = 0, kb0 = 0, kb1 = KT;
+  } else {
+    const int v = u - WHOLE;
+    tile = WHOLE + v / SPLIT, split = v % SPLIT;
+    kb0 = split * KT / SPLIT, kb1 = (split + 1) * KT / SPLIT;
+  }
+  tile_coords(tile, rank, m0, n0, batch);
 }
 )";
 
@@ -302,8 +310,8 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     int s = 0;
     u32 phase = 0;
     for (int u = first_unit; u < UNITS; u += unit_step) {
-      int m0, n0, batch, split, kb0, kb1;
-      unit_coords(u, rank, m0, n0, batch, split, kb0, kb1);
+      int m0, n0, batch, tile, split, kb0, kb1;
+      unit_coords(u, rank, m0, n0, batch, tile, split, kb0, kb1);
       for (int kb = kb0; kb < kb1; ++kb) {
         mbar_wait(empty_bar + 8 * s, phase ^ 1u);       // the consumers (of both CTAs of a pair) released it
         const u32 bar = full_bar + 8 * s, sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
@@ -347,8 +355,8 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
   Acc acc[NACC];
   (void)ws;
   for (int u = first_unit; u < UNITS; u += unit_step) {
-    int m0, n0, batch, split, kb0, kb1;
-    unit_coords(u, rank, m0, n0, batch, split, kb0, kb1);
+    int m0, n0, batch, tile, split, kb0, kb1;
+    unit_coords(u, rank, m0, n0, batch, tile, split, kb0, kb1);
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0;
     acc_fence(acc);
@@ -381,10 +389,10 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
         // arrive adds every slot in range order (its own read back too: the same sums whoever is last, and
         // the accumulators are free while it reads) and runs the epilogue; the others go on to their next unit.
         const char* vec = p.a_type == JITMM_DTYPE_S8 ? "int4" : "float4";
-        os << "    {\n";
+        os << "    if (u >= WHOLE) {\n";
         os << "      typedef " << vec << " Acc4;\n";
-        os << R"(      const int tile = u / SPLIT;
-      Acc4* const slots = (Acc4*)((char*)ws + WS_COUNTER_BYTES) + (i64)tile * SPLIT * CONSUMERS * 32 * NACC + consumer * 32 * NACC;
+        os << R"(      const int sk = tile - WHOLE;  // among the split tiles
+      Acc4* const slots = (Acc4*)((char*)ws + WS_COUNTER_BYTES) + (i64)sk * SPLIT * CONSUMERS * 32 * NACC + consumer * 32 * NACC;
       constexpr int SLOT = CONSUMERS * 32 * NACC;  // Acc4s between the slots of consecutive ranges
       Acc4* const mine = slots + split * SLOT;
 #pragma unroll
@@ -396,7 +404,7 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
       __threadfence();
       warpgroup_sync(1 + consumer);
       volatile int* last = (volatile int*)((char*)smem_raw + (flags - smem_u32(smem_raw))) + consumer;
-      if (tid == 0) *last = atomicAdd((unsigned*)ws + tile * CONSUMERS + consumer, 1u) == SPLIT - 1;
+      if (tid == 0) *last = atomicAdd((unsigned*)ws + sk * CONSUMERS + consumer, 1u) == SPLIT - 1;
       warpgroup_sync(1 + consumer);
       if (!*last) continue;
       __threadfence();
