@@ -512,7 +512,8 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
 
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles
 // (fewer B lines per FMA) win with long K blocks; with few rows and B from memory the 3-vector tile stays.
-TEST_CASE("x86 f32 planner: register tiles and K blocks", "[x86][plan]") {
+// The correctness sweeps above run the in-place A of small shapes with several row tiles and panels.
+TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][plan]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
     cpu.l2_bytes = 2048 * 1024;
@@ -523,6 +524,16 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks", "[x86][plan]") {
     const auto llm = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 4096, 4096, false, true), cpu, isa, 1);
     CHECK(llm.layout.mr == 8);
     CHECK(llm.layout.nv == 3);
+    // A small A is read in place unless its tile rows crowd the L1 sets; a large one is packed.
+    CHECK(big.pack_a);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 128, 128, false, false), cpu, isa, 1).pack_a);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(200, 300, 150, true, false), cpu, isa, 1).pack_a);
+    jitmm::Problem aliased = plain_problem(128, 128, 128, false, false);
+    aliased.lda = 1024;  // rows 4 KiB apart: every row of the tile in the same L1 sets
+    CHECK(jitmm::plan::plan_x86_gemm_f32(aliased, cpu, isa, 1).pack_a);
+    jitmm::Problem aliased_t = plain_problem(128, 128, 128, true, false);
+    aliased_t.lda = 2048;  // A transposed: successive k 8 KiB apart
+    CHECK(jitmm::plan::plan_x86_gemm_f32(aliased_t, cpu, isa, 1).pack_a);
     // Both still fit the register file with the epilogue's temporaries.
     for (const auto& plan : {big, llm})
         CHECK(plan.layout.mr * plan.layout.nv + jitmm::x86::kEpilogueTemps <= 32);

@@ -71,6 +71,9 @@ bool b_streams_from_l2(const Problem& p, int64_t l1, int64_t l2) {
 // other's lines between uses (16x16x8192 NN, lda 8192: 28x1 tiles 120 GFLOP/s, 8x1 162).
 constexpr int kMaxAliasedRows = 8;
 
+// Rows of an A tile read in place from a small A that may share L1 sets (the rest of L1 holds the B rows).
+constexpr int kMaxInPlaceAliasedRows = 4;
+
 int aliased_rows(int64_t lda_bytes, int rows) {
     int most = 0;
     for (int i = 0; i < rows; ++i) {
@@ -113,8 +116,8 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
 // The next B block's source is prefetched by the microkernel calls of the current block (double-buffered B
 // blocks, gemm_f32_kernel.cpp): each call walks `runs` of its rows (B rows, or stored rows for trans_b) at
 // `step` bytes per K-loop iteration, so that one call covers about a row and the block's calls cover the
-// next block's rows with a quarter to spare (counted for one thread: the partition is not in the key).
-// JITMM_X86_BPF=0 turns it off (tuning knob).
+// next block's rows with a quarter to spare where 4 runs a call suffice (counted for one thread: the partition
+// is not in the key). JITMM_X86_BPF=0 turns it off (tuning knob).
 void set_b_block_prefetch(const Problem& p, X86GemmPlan& plan, int64_t m_tiles) {
     auto& L = plan.layout;
     const int64_t blocks = ceil_div(p.n, plan.nc) * ceil_div(p.k, plan.kc);
@@ -128,7 +131,9 @@ void set_b_block_prefetch(const Problem& p, X86GemmPlan& plan, int64_t m_tiles) 
     const int64_t calls = m_tiles * ceil_div(block_n, plan.nr());
     const int step = static_cast<int>(std::clamp<int64_t>(round_up(ceil_div(row_bytes, iterations), 4), 16, 256));
     const int64_t segments_per_row = ceil_div(row_bytes, step * iterations);
-    int64_t runs = std::clamp<int64_t>(ceil_div(rows * segments_per_row * 5, 4 * calls), 1, 8);
+    // At most 4 runs a call: each prefetches a line every 4 iterations (redundantly in between), and 8 of them
+    // slowed the calls more than the packing they hide (64x1024x1024 NT: 103 -> 93 GFLOP/s).
+    int64_t runs = std::clamp<int64_t>(ceil_div(rows * segments_per_row * 5, 4 * calls), 1, 4);
     const int64_t ld_bytes = p.ldb * 4;
     while (runs > 1 && (runs - 1) * ld_bytes >= (int64_t(1) << 31)) --runs;
     L.b_prefetch_runs = static_cast<int>(runs);
@@ -175,8 +180,15 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // with the roles of A and B swapped).
     const int64_t m_tiles = ceil_div(p.m, L.mr);
     const int64_t n_tiles = ceil_div(p.n, nr);
-    // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles.
-    plan.pack_a = n_tiles > 1 && m_tiles > 1;
+    // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles. A
+    // small A (a quarter of L2), whose tile rows do not crowd the L1 sets (at most kMaxInPlaceAliasedRows of
+    // them 4 KiB apart), is read in place: it is in cache after the first panel and a copy would only cost
+    // (128^3 1 thread, A and B hot: 165 -> 180 GFLOP/s).
+    const bool a_small = 4.0 * double(p.m) * double(p.k) <= double(l2) / 4;
+    // (A transposed: a tile's rows are one line per k, and the lines of successive k are lda apart.)
+    const bool a_rows_alias = p.trans_a ? aliased_rows(p.lda * 4, 16) > 2 * kMaxInPlaceAliasedRows
+                                        : aliased_rows(p.lda * 4, L.mr) > kMaxInPlaceAliasedRows;
+    plan.pack_a = n_tiles > 1 && m_tiles > 1 && (!a_small || a_rows_alias);
     // One column panel of densely stored rows (NN, ldb <= 2 nr) is read front to back in place: packing it
     // would only copy it (64x64x16384 1 thread: +10%), and its K blocks need not be short.
     const bool b_rows_in_place = !p.trans_b && n_tiles == 1 && p.ldb <= 2 * nr;
