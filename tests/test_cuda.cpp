@@ -1127,12 +1127,13 @@ TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     if (sm90_device()) cases.push_back(fp8);
     setenv("JITMM_CUDA_TILE", "sm90:128x128x6x1x3", 1);
     run_cases(cases);
+    unsetenv("JITMM_CUDA_TILE");
 
     // Only the last partial wave split (whole tiles first, then the tail's K ranges on every SM): 160 tiles
-    // of 128x128 over 132 SMs leave 28, split 4 ways; with batches, tails and the epilogue; the planner picks
-    // this for 2048x11008x4096.
+    // of 128x128 over 132 SMs leave 28, split 4 ways; with batches, tails and the epilogue. The planner,
+    // allowed to split, takes it for 2048x11008x4096 (688 tiles of 128x256: 5 waves and 28).
     const auto tail_plan = jitmm::plan::plan_sm90_gemm(
-        problem_of(Case{2048, 11008, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}), h100);
+        problem_of(Case{2048, 11008, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}), h100, "", true);
     CHECK(tail_plan.split_k > 1);
     CHECK(tail_plan.split_tiles == 688 % 132);
     std::vector<Case> tail_cases;

@@ -243,8 +243,10 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     // 2 ways 27.9 us, 4 ways 33.7 us, against 19.5 us unsplit on 64x64 tiles): those few-tile shapes are bound
     // by streaming the weights through the SMs, and more CTAs along K did not stream them faster. So the
     // heuristic splits every tile only when allowed; jitmm_tune times those splits.
-    // Splitting only the last partial wave (whole waves run unsplit first) is a different case: the shape is
-    // compute-bound, and the tail's few tiles would otherwise leave most SMs idle for a whole tile's time.
+    // Splitting only the last partial wave (whole waves run unsplit first) should pay on compute-bound shapes,
+    // whose tail would leave most SMs idle for a whole tile's time, but it measured no faster either (H100,
+    // 2048x11008x4096 bf16, 688 tiles = 5 waves + 28: 281 us unsplit, 283 us with the tail split 2 or 4 ways);
+    // it too is only taken when allowed, and tuning times it.
     const int max_split = allow_split ? 8 : 1;
     const int sms = target.sm_count;
     auto consider = [&](const TileCandidate& t, int split, bool tail, double time) {
@@ -272,7 +274,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
         // The last partial wave's tiles split as many ways as fill the SMs.
         const int64_t tail = tail_tiles(static_cast<int64_t>(tiles), sms);
         const int tail_split = tail > 0 ? static_cast<int>(std::min<int64_t>(8, sms / tail)) : 1;
-        if (tail_split >= 2 && kt >= 4 * tail_split) {
+        if (allow_split && tail_split >= 2 && kt >= 4 * tail_split) {
             const double whole_waves = std::floor(tiles / sms);
             consider(t, tail_split, true,
                      whole_waves * (tile_time + kUnitRamp) + tile_time / tail_split + kUnitRamp + split_cost(tail_split));
@@ -284,9 +286,11 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     plan.split_k = best_split;
     plan.split_tiles = best_split == 1 ? 0 : best_tail ? tail_tiles(plan.tiles(p), sms) : plan.tiles(p);
 
-    // As deep as shared memory allows (up to 6): the producer runs that many k-blocks ahead.
+    // As deep as shared memory allows (up to 12): the producer runs that many k-blocks ahead. Small tiles
+    // (the few-tile LLM shapes, bound by streaming the weights) need the bytes in flight (H100, 128x4096x4096
+    // bf16 on 64x64 tiles: 6 stages 19.5 us, 8 stages 18.1, 12 stages 17.2; 128x4096x11008 45.7 -> 41.4).
     plan.stages = 2;
-    while (plan.stages < 6) {
+    while (plan.stages < 12) {
         Sm90GemmPlan deeper = plan;
         ++deeper.stages;
         if (deeper.smem_bytes() > target.smem_per_block_optin) break;
@@ -327,7 +331,7 @@ std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget
             t.bm = 64 * consumers;
             t.bn = bn;
             t.stages = 2;
-            while (t.stages < 6) {
+            while (t.stages < 12) {
                 ++t.stages;
                 if (t.smem_bytes() > target.smem_per_block_optin) {
                     --t.stages;
