@@ -478,6 +478,8 @@ TEST_CASE("x86 f32: K split with the separate finish pass", "[x86][matmul][kspli
 // (JITMM_X86_PF: B rows ahead, JITMM_X86_CPF: C tile, JITMM_X86_APF: the next A tile) on tails, epilogues,
 // beta and several K blocks.
 TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][matmul]") {
+    // Prefetches read no data, but the kernels take their addresses as arguments (the C tile of the next call
+    // from the stack) and walk them in registers the K loop shares.
     std::mt19937 rng(31);
     struct Knobs { const char* tile; const char* pf; const char* cpf; };
     const Knobs avx512_knobs[] = {{"14x2", "0", "0"}, {"12x2", "8", "1"}, {"8x3", "16", "0"}, {"6x4", "4", "1"},
@@ -493,6 +495,7 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
             setenv("JITMM_X86_PF", knobs[ki].pf, 1);
             setenv("JITMM_X86_CPF", knobs[ki].cpf, 1);
             setenv("JITMM_X86_APF", ki % 3 == 2 ? "0" : "1", 1);
+            setenv("JITMM_X86_CNPF", ki % 2 == 1 ? "0" : "1", 1);  // the next call's C tile prefetched or not
             jitmm_engine* e = make_engine(tier.name, 1 + ki % 2);
             const Case cases[] = {
                 {131, 77, 1100, 1, false, false, 0, 0, 3, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_ERF},
@@ -508,6 +511,7 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
     unsetenv("JITMM_X86_PF");
     unsetenv("JITMM_X86_CPF");
     unsetenv("JITMM_X86_APF");
+    unsetenv("JITMM_X86_CNPF");
 }
 
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace jitmm::plan {
 
@@ -230,6 +231,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const double flops_per_batch = p.flops() / double(p.batch);
     plan.single_call = !plan.pack_a && !plan.pack_b && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
                        flops_per_batch <= kMinFlopsPerThread;
+    // Each call prefetches the next call's C tile into L2 over its first iterations, so that an epilogue
+    // that reads C (every K block after the first) does not wait on memory. Not for the single call, nor
+    // where the K loop needs r11 for a step beyond 32 bits. JITMM_X86_CNPF=0 turns it off (tuning knob).
+    const int64_t a_step = L.trans_a ? L.lda * 4 : 4, b_step = L.ldb * 4;
+    L.c_next_prefetch = !plan.single_call && p.ldc * 4 < (int64_t(1) << 31) &&
+                        int64_t(L.k_unroll) * std::max(a_step, b_step) < (int64_t(1) << 31);
+    if (const char* v = std::getenv("JITMM_X86_CNPF")) L.c_next_prefetch = L.c_next_prefetch && std::atoi(v) != 0;
 
     // Threads: no more than the work feeds, tile-aligned chunks, batches first. The partition changes only
     // the driver, never the generated code, so it stays out of the key (a cache serves any thread count).
@@ -273,6 +281,7 @@ std::string X86GemmPlan::describe() const {
     char prefetch[64] = "";
     if (layout.b_prefetch_runs > 0)
         std::snprintf(prefetch, sizeof prefetch, " prefetchB=%dx%d", layout.b_prefetch_runs, layout.b_prefetch_step);
+    if (layout.c_next_prefetch) std::strncat(prefetch, " prefetchC", sizeof prefetch - std::strlen(prefetch) - 1);
     char buf[320];
     std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%dx%d%s",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
@@ -291,6 +300,7 @@ void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('K', kc).i64('M', mc).i64('N', nc);
     w.i64('f', layout.b_prefetch_k * 4 + (layout.c_prefetch ? 1 : 0) + (layout.a_prefetch ? 2 : 0));
     w.i64('P', layout.b_prefetch_runs).i64('S', layout.b_prefetch_step).i64('D', layout.b_prefetch_ld);
+    w.i64('c', layout.c_next_prefetch ? 1 : 0);
 }
 
 }  // namespace jitmm::plan

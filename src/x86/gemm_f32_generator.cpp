@@ -17,8 +17,9 @@ using Xbyak::Xmm;
 using Xbyak::Reg64;
 
 // Register plan (System V): rdi = A, rsi = B, rdx = C, rcx = bias, r8 = the A row to prefetch, r9 = the
-// next B block's source to prefetch; rax = K-loop counter; r11 = A's or B's per-k step when it is not an
-// immediate (K loop), then the C row cursor (epilogue), r10 = its row step when not an immediate.
+// next B block's source to prefetch, r10 = the next call's C row to prefetch (the seventh argument, from the
+// stack); rax = K-loop counter; r11 = A's or B's per-k step when it is not an immediate, or the next C row
+// (K loop), then the C row cursor (epilogue), r10 = its row step when not an immediate.
 class GemmF32Emitter : public Xbyak::CodeGenerator {
 public:
     GemmF32Emitter(const GemmF32Layout& layout, uint8_t* buffer, size_t capacity)
@@ -46,6 +47,7 @@ public:
     size_t emit_whole(const std::vector<PlacedTile>& tiles) {
         align(16);
         const size_t entry = getSize();
+        in_whole_ = true;
         const Reg64 bases[4] = {r12, r13, r14, r15};
         for (const Reg64& r : bases) push(r);
         mov(r12, rdi);
@@ -64,6 +66,7 @@ public:
             epilogue(t.variant);
         }
         for (int i = 3; i >= 0; --i) pop(bases[i]);
+        in_whole_ = false;
         vzeroupper();
         ret();
         return entry;
@@ -212,6 +215,9 @@ private:
         }
     }
 
+    // Not in the whole-problem function: there is no next call, and its pushes move the stack arguments.
+    bool c_next_prefetch() const { return L_.c_next_prefetch && !in_whole_; }
+
     void k_loop(int64_t k_len) {
         // Within one unrolled iteration the k offsets are displacements; they must fit in 32 bits.
         int unroll = std::max(1, L_.k_unroll);
@@ -220,6 +226,7 @@ private:
         const int64_t remainder = k_len % unroll;
         if (iterations > 0) {
             Xbyak::Label loop;
+            if (c_next_prefetch()) mov(r10, ptr[rsp + 8]);  // the seventh argument
             mov(rax, iterations);
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
@@ -233,6 +240,16 @@ private:
                 for (int r = 0; r < L_.b_prefetch_runs; ++r)
                     prefetcht1(ptr[r9 + static_cast<int32_t>(r * L_.b_prefetch_ld)]);
                 add(r9, L_.b_prefetch_step);
+            }
+            if (c_next_prefetch()) {
+                // One row of the next call's C tile per iteration, the first mr iterations (rax counts down
+                // from `iterations`); later ones repeat the last row (L2 hits).
+                const int row_bytes = L_.nv * vlen_ * 4;  // a full tile row, over as many lines as it touches
+                for (int off = 0; off < row_bytes; off += 64) prefetcht1(ptr[r10 + off]);
+                if (row_bytes % 64 == 0) prefetcht1(ptr[r10 + row_bytes - 4]);
+                lea(r11, ptr[r10 + static_cast<int32_t>(L_.ldc * 4)]);
+                cmp(rax, static_cast<int32_t>(std::max<int64_t>(0, iterations - L_.mr + 1)));
+                cmovg(r10, r11);
             }
             advance(rdi, r11, unroll * a_k_bytes());
             advance(rsi, r11, unroll * b_k_bytes());
@@ -294,6 +311,7 @@ private:
     VectorMath math_;
     int rows_ = 0, cols_ = 0, nvec_ = 0, tail_ = 0;
     int b_base_ = 0, bcast_ = 0, mask_reg_ = 0;
+    bool in_whole_ = false;
 };
 
 }  // namespace
@@ -309,6 +327,8 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: A row offsets exceed 32-bit displacements");
     if (layout.b_prefetch_runs > 0 && int64_t(layout.b_prefetch_runs - 1) * layout.b_prefetch_ld >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: B prefetch runs exceed 32-bit displacements");
+    if (layout.c_next_prefetch && layout.ldc * 4 >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: C rows exceed 32-bit displacements");
     for (const auto& v : variants) {
         if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
             fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: variant outside the tile");

@@ -2,7 +2,7 @@
 // microkernels a shape needs. Each computes one C tile (rows x cols) over one K block:
 //
 //   void ukernel(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch,
-//                const float* b_prefetch);
+//                const float* b_prefetch, const float* c_next);
 //
 //   acc[rows][cols] = sum_k op(A)[i][k] * B[k][j]      (broadcast-FMA, accumulators stay in registers)
 //   first K block:  acc = alpha*acc + beta*C           (C not read when beta == 0)
@@ -48,6 +48,9 @@ struct GemmF32Layout {
     int b_prefetch_runs = 0;
     int b_prefetch_step = 0;
     int64_t b_prefetch_ld = 0;
+    // The seventh argument points at the C tile of the driver's next call: the first mr K-loop iterations
+    // each prefetch (into L2) one of its rows, so that its epilogue finds C in cache, not in memory.
+    bool c_next_prefetch = false;
 };
 
 struct UkernelVariant {
@@ -73,9 +76,9 @@ struct GeneratedCode {
 };
 
 // a_prefetch: the row of A to prefetch over this call's K range; b_prefetch: the run of the next B block's
-// source to prefetch (any readable address where there is none).
+// source to prefetch; c_next: the next call's C tile (any readable address where there is none).
 using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch,
-                           const float* b_prefetch);
+                           const float* b_prefetch, const float* c_next);
 
 // Scratch registers the epilogue needs beyond the accumulators (activations use up to three).
 constexpr int kEpilogueTemps = 3;

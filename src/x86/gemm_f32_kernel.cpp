@@ -141,7 +141,7 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     if (whole_) {
         // One generated call per batch: nothing else between the caller and the arithmetic.
         auto one_batch = [&](int64_t t) {
-            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias, a, a);
+            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias, a, a, c);
         };
         if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for(p_.batch, one_batch);
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
@@ -271,9 +271,16 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
                 const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
                 const float* a_next = q < next_rows ? a + (ir + mr + q) * p_.lda + blk.k0 : a_tile;
                 const float* b_next = segment(call);
+                // The next call's C tile: the next panel, else the next row tile's first, else the next
+                // block's first (the last call prefetches its own).
+                float* c_tile = c + ir * p_.ldc + jr;
+                const float* c_next = jr + nr < blk.jc + blk.n_cur ? c_tile + nr
+                                      : ir + mr < m1             ? c + (ir + mr) * p_.ldc + blk.jc
+                                      : i + 1 < blocks           ? c + m0 * p_.ldc + block(i + 1).jc
+                                                                 : c_tile;
                 // Nothing left to prefetch: the call's own panel (in cache) keeps the prefetches harmless.
-                ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c + ir * p_.ldc + jr, bias_tile, a_next,
-                                                   b_next ? b_next : b_tile);
+                ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c_tile, bias_tile, a_next, b_next ? b_next : b_tile,
+                                                   c_next);
             }
         }
         if (ahead && packed < units) pack(next, next_panels, packed, units);
