@@ -229,21 +229,32 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
         const int64_t row_floats = p_.trans_b ? next.k_len : next.n_cur;
         const auto& L = plan_.layout;
         const int64_t runs = L.b_prefetch_runs;
-        const int64_t seg_floats = runs > 0 ? blk.k_len / L.k_unroll * L.b_prefetch_step / 4 : 0;
+        const int64_t seg_floats = runs > 0 && ahead ? blk.k_len / L.k_unroll * L.b_prefetch_step / 4 : 0;
         const int64_t segs_per_row = seg_floats > 0 ? ceil_div(row_floats, seg_floats) : 0;
-        auto segment = [&](int64_t s) -> const float* {
-            if (!ahead || seg_floats == 0 || s >= ceil_div(rows, runs) * segs_per_row) return nullptr;
-            const int64_t r = s / segs_per_row * runs, part = s % segs_per_row;
-            const float* row = p_.trans_b ? b + (next.jc + r) * p_.ldb + next.k0 : b + (next.k0 + r) * p_.ldb + next.jc;
-            return row + part * seg_floats;
+        // Walked one call at a time (no divisions between the calls): the segment this call prefetches (its
+        // first run `seg_row`, part `seg_part` of it), and the rows whose segments all precede the previous
+        // call's (rows_complete[1]: prefetched by a call that has finished before the previous one began).
+        int64_t seg_row = 0, seg_part = 0, rows_complete[2] = {0, 0};
+        auto advance_segment = [&] {
+            if (++seg_part == segs_per_row) {
+                seg_part = 0;
+                seg_row += runs;
+            }
+            rows_complete[1] = rows_complete[0];
+            rows_complete[0] = std::min(rows, seg_row);
         };
-        auto units_ready = [&](int64_t call) -> int64_t {  // units whose lines were all prefetched before `call`
-            if (!ahead || segs_per_row == 0 || call < 2) return 0;
-            const int64_t rows_done = std::min(rows, (call - 1) / segs_per_row * runs);
+        auto segment = [&]() -> const float* {
+            if (seg_floats == 0 || seg_row >= rows) return nullptr;
+            const float* row = p_.trans_b ? b + (next.jc + seg_row) * p_.ldb + next.k0
+                                          : b + (next.k0 + seg_row) * p_.ldb + next.jc;
+            return row + seg_part * seg_floats;
+        };
+        auto units_ready = [&]() -> int64_t {  // units whose lines were all prefetched two calls ago or earlier
+            const int64_t rows_done = rows_complete[1];
             if (rows_done == rows) return units;
             return p_.trans_b ? rows_done / kPackBColumns : rows_done;
         };
-        int64_t packed = 0, call = 0;
+        int64_t packed = 0;
         for (int64_t ir = m0; ir < m1; ir += mr) {
             const bool row_tail = ir + mr > p_.m;
             const float* a_tile = p_.trans_a ? a + blk.k0 * p_.lda + ir : a + ir * p_.lda + blk.k0;
@@ -257,20 +268,21 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
             // as stored), so that its packing reads L2 instead of memory; past those rows, the panel.
             const int64_t next_rows = plan_.layout.a_prefetch ? std::min<int64_t>(mr, m1 - ir - mr) : 0;
             int64_t q = 0;
-            for (int64_t jr = blk.jc; jr < blk.jc + blk.n_cur; jr += nr, ++q, ++call) {
-                if (ahead) {
-                    const int64_t ready = units_ready(call);
+            const float* b_tile = plan_.pack_b ? b_panels : b + blk.k0 * p_.ldb + blk.jc;
+            const int64_t b_tile_step = plan_.pack_b ? blk.k_len * nr : nr;
+            for (int64_t jr = blk.jc; jr < blk.jc + blk.n_cur; jr += nr, ++q, b_tile += b_tile_step) {
+                if (seg_floats > 0) {
+                    const int64_t ready = units_ready();
                     if (ready > packed) {
                         pack(next, next_panels, packed, ready);
                         packed = ready;
                     }
                 }
                 const bool col_tail = jr + nr > p_.n;
-                const float* b_tile =
-                    plan_.pack_b ? b_panels + ((jr - blk.jc) / nr) * blk.k_len * nr : b + blk.k0 * p_.ldb + jr;
                 const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
                 const float* a_next = q < next_rows ? a + (ir + mr + q) * p_.lda + blk.k0 : a_tile;
-                const float* b_next = segment(call);
+                const float* b_next = segment();
+                if (seg_floats > 0) advance_segment();
                 // The next call's C tile: the next panel, else the next row tile's first, else the next
                 // block's first (the last call prefetches its own).
                 float* c_tile = c + ir * p_.ldc + jr;
