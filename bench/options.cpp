@@ -37,6 +37,7 @@ const char* kUsage =
     "  --a-scale S                dequantization scales of A (s8/u8/fp8 inputs, float C): none (default),\n"
     "                             tensor (one value) or row (M values): C = alpha * sa * sb * AB + ...\n"
     "  --b-scale S                none (default), tensor or column (N values); scales are random k/4\n"
+    "                             block on both (fp8): A per row and 128-wide K block, B per 128x128 block\n"
     "\n"
     "run options:\n"
     "  --shapes FILE              CSV of shapes (header of desc fields: m,n,k,trans_b,dtype,...;\n"
@@ -101,8 +102,10 @@ bool parse_scale_mode(bool is_a, const std::string& value, jitmm_scale_mode* mod
         *mode = JITMM_SCALE_PER_ROW;
     } else if (!is_a && (v == "column" || v == "per_column")) {
         *mode = JITMM_SCALE_PER_COLUMN;
+    } else if (v == "block" || v == "per_block") {
+        *mode = JITMM_SCALE_PER_BLOCK_128;
     } else {
-        *error = std::string("expected none, tensor or ") + (is_a ? "row" : "column") + ", got '" + value + "'";
+        *error = std::string("expected none, tensor, ") + (is_a ? "row" : "column") + " or block, got '" + value + "'";
         return false;
     }
     return true;

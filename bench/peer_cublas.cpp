@@ -226,6 +226,10 @@ public:
                 *why = "dequantization scales are mapped for fp8 only";
                 return {};
             }
+            if (d.a_scale_mode == JITMM_SCALE_PER_BLOCK_128) {
+                *why = "per-block (1x128 / 128x128) scales are not mapped to cuBLASLt's block scaling";
+                return {};
+            }
             if ((is_vector_scale(d.a_scale_mode) || is_vector_scale(d.b_scale_mode)) &&
                 cublaslt().version < kOuterVecVersion) {
                 *why = "per-row/per-column scales need cuBLASLt 12.9+ outer-vector scaling (this one is " +

@@ -56,15 +56,15 @@ HostProblem::HostProblem(const jitmm_matmul_desc& d) : a(operand_a(d)), b(operan
     }
     Random rc(0x5eed0003);
     fill_random(c.type, c_buf.data(), c.elements, rc);
-    auto make_scales = [](jitmm_scale_mode mode, int64_t m, int64_t n, uint64_t seed, HostBuffer* buf) {
-        const int64_t count = scale_count(mode, m, n);
+    auto make_scales = [&](jitmm_scale_mode mode, bool is_a, uint64_t seed, HostBuffer* buf) {
+        const int64_t count = scale_count(mode, d.m, d.n, d.k, is_a);
         if (count == 0) return;
         *buf = HostBuffer(static_cast<size_t>(count) * sizeof(float));
         Random rs(seed);
         fill_scales(static_cast<float*>(buf->data()), count, rs);
     };
-    make_scales(d.a_scale_mode, d.m, d.n, 0x5eed0005, &a_scales_buf);
-    make_scales(d.b_scale_mode, d.m, d.n, 0x5eed0006, &b_scales_buf);
+    make_scales(d.a_scale_mode, true, 0x5eed0005, &a_scales_buf);
+    make_scales(d.b_scale_mode, false, 0x5eed0006, &b_scales_buf);
 }
 
 jitmm_matmul_args HostProblem::args(int64_t copy) const {

@@ -200,12 +200,13 @@ void fill_scales(float* data, int64_t count, Random& rng) {
     for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>(1 + rng.next() % 12) / 4.0f;
 }
 
-int64_t scale_count(jitmm_scale_mode mode, int64_t m, int64_t n) {
+int64_t scale_count(jitmm_scale_mode mode, int64_t m, int64_t n, int64_t k, bool is_a) {
     switch (mode) {
         case JITMM_SCALE_NONE: return 0;
         case JITMM_SCALE_PER_TENSOR: return 1;
         case JITMM_SCALE_PER_ROW: return m;
         case JITMM_SCALE_PER_COLUMN: return n;
+        case JITMM_SCALE_PER_BLOCK_128: return (is_a ? m : (n + 127) / 128) * ((k + 127) / 128);
     }
     return 0;
 }
@@ -216,6 +217,7 @@ const char* scale_mode_str(jitmm_scale_mode mode) {
         case JITMM_SCALE_PER_TENSOR: return "tensor";
         case JITMM_SCALE_PER_ROW: return "row";
         case JITMM_SCALE_PER_COLUMN: return "column";
+        case JITMM_SCALE_PER_BLOCK_128: return "block";
     }
     return "?";
 }
@@ -311,9 +313,13 @@ ErrorSums reference_rows(const CheckInputs& in, int64_t batch, int64_t row_begin
     // sa(i) * sb(j); 1 without scales. Per-row A scales index rows of C, per-column B scales its columns
     // (a per-row mode on B or per-column on A is rejected by the library, so only these are read).
     auto scale_of = [](jitmm_scale_mode mode, const float* s, int64_t index) {
-        if (mode == JITMM_SCALE_NONE || s == nullptr) return 1.0;
+        if (mode == JITMM_SCALE_NONE || mode == JITMM_SCALE_PER_BLOCK_128 || s == nullptr) return 1.0;
         return static_cast<double>(mode == JITMM_SCALE_PER_TENSOR ? s[0] : s[index]);
     };
+    // Per-block scales weigh each product by its K block's sa[i][kb] * sb[j / 128][kb]; a 64-column panel
+    // lies inside one 128-column block of B's scales.
+    const bool block_scales = d.a_scale_mode == JITMM_SCALE_PER_BLOCK_128 && in.a_scales && in.b_scales;
+    const int64_t k_blocks = (k + 127) / 128;
     for (int64_t j0 = 0; j0 < d.n; j0 += kPanel) {
         const int64_t nb = std::min(kPanel, d.n - j0);
         for (int64_t p = 0; p < k; ++p) {  // op(B)(p, j) for j in [j0, j0+nb)
@@ -335,7 +341,10 @@ ErrorSums reference_rows(const CheckInputs& in, int64_t batch, int64_t row_begin
             for (int64_t p = 0; p < k; ++p) {
                 const double* bp = &panel[p * kPanel];
                 for (int64_t r = 0; r < mb; ++r) {
-                    const double a = arows[r * k + p];
+                    double a = arows[r * k + p];
+                    if (block_scales)
+                        a *= double(in.a_scales[(i0 + r) * k_blocks + p / 128]) *
+                             double(in.b_scales[(j0 / 128) * k_blocks + p / 128]);
                     double* out = &acc[r * kPanel];
                     for (int64_t j = 0; j < nb; ++j) out[j] += a * bp[j];
                 }

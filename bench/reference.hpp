@@ -42,7 +42,7 @@ void fill_random(jitmm_dtype t, void* data, int64_t count, Random& rng);
 // Dequantization scales: k/4 with k in 1..12 (positive, exact in f32).
 void fill_scales(float* data, int64_t count, Random& rng);
 // How many f32 values a scale mode needs: 0 (none), 1 (per tensor), m (per row), n (per column).
-int64_t scale_count(jitmm_scale_mode mode, int64_t m, int64_t n);
+int64_t scale_count(jitmm_scale_mode mode, int64_t m, int64_t n, int64_t k, bool is_a);
 // "none", "tensor", "row", "column" (the --a-scale/--b-scale spellings); "?" for anything else.
 const char* scale_mode_str(jitmm_scale_mode mode);
 // What beta == 0 must never read: NaN for float types, a garbage pattern for integers.

@@ -1190,3 +1190,25 @@ TEST_CASE("api: a kernel stays valid and correct after its engine is destroyed",
     CHECK(std::strlen(info.key_hex) == 32);
     EXPECT_SUCCESS(jitmm_kernel_release(kernel));
 }
+
+// Per-block fp8 scales (A 1x128, B 128x128): both sides or neither, fp8 inputs only; the CPU has no fp8
+// kernel and says so (the GPU cases are in test_cuda.cpp).
+TEST_CASE("api: per-block scales come in pairs on fp8 inputs", "[api]") {
+    EngineHolder engine(1);
+    jitmm_matmul_desc d = make_desc(64, 64, 256);
+    d.a_type = d.b_type = JITMM_DTYPE_F8_E4M3;
+    d.c_type = JITMM_DTYPE_BF16;
+    d.a_scale_mode = JITMM_SCALE_PER_BLOCK_128;
+    EXPECT_DESC_REJECTED(engine.get(), d, JITMM_STATUS_INVALID_VALUE, "come in pairs");
+    d.b_scale_mode = JITMM_SCALE_PER_COLUMN;
+    EXPECT_DESC_REJECTED(engine.get(), d, JITMM_STATUS_INVALID_VALUE, "desc.b_scale_mode");
+    d.a_scale_mode = JITMM_SCALE_PER_ROW;
+    d.b_scale_mode = JITMM_SCALE_PER_BLOCK_128;
+    EXPECT_DESC_REJECTED(engine.get(), d, JITMM_STATUS_INVALID_VALUE, "desc.a_scale_mode");
+    d.a_scale_mode = JITMM_SCALE_PER_BLOCK_128;
+    EXPECT_DESC_REJECTED(engine.get(), d, JITMM_STATUS_UNSUPPORTED, "f8_e4m3");  // valid, but not on this CPU
+    jitmm_matmul_desc s8 = d;
+    s8.a_type = s8.b_type = JITMM_DTYPE_S8;
+    s8.c_type = JITMM_DTYPE_F32;
+    EXPECT_DESC_REJECTED(engine.get(), s8, JITMM_STATUS_INVALID_VALUE, "for fp8 inputs");
+}

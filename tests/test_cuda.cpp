@@ -220,6 +220,7 @@ jitmm_scale_mode scale_mode_of(jitmm::ScaleMode m) {
         case jitmm::ScaleMode::per_tensor: return JITMM_SCALE_PER_TENSOR;
         case jitmm::ScaleMode::per_row: return JITMM_SCALE_PER_ROW;
         case jitmm::ScaleMode::per_column: return JITMM_SCALE_PER_COLUMN;
+        case jitmm::ScaleMode::per_block: return JITMM_SCALE_PER_BLOCK_128;
         case jitmm::ScaleMode::none: break;
     }
     return JITMM_SCALE_NONE;
@@ -230,6 +231,7 @@ const char* scale_name(jitmm::ScaleMode m) {
         case jitmm::ScaleMode::per_tensor: return "tensor";
         case jitmm::ScaleMode::per_row: return "row";
         case jitmm::ScaleMode::per_column: return "column";
+        case jitmm::ScaleMode::per_block: return "block";
         case jitmm::ScaleMode::none: break;
     }
     return "none";
@@ -360,7 +362,11 @@ void run_and_check(const TestDevice& dev, jitmm_kernel* kernel, const Case& c, s
         for (float& x : v) x = std::uniform_int_distribution<int>(1, 12)(rng) / 4.0f;
         return v;
     };
-    const std::vector<float> sa = scales_of(c.a_scale, c.m), sb = scales_of(c.b_scale, c.n);
+    // Per-block scales: A per row and 128-wide K block, B per 128 x 128 block (both or neither).
+    const bool block_scales = c.a_scale == jitmm::ScaleMode::per_block;
+    const int64_t k_blocks = (c.k + 127) / 128;
+    const std::vector<float> sa = scales_of(c.a_scale, block_scales ? c.m * k_blocks : c.m),
+                             sb = scales_of(c.b_scale, block_scales ? (c.n + 127) / 128 * k_blocks : c.n);
     for (int64_t i = 0; i < bias_elems; ++i) {
         encode(bias_t, biash.data(), i, draw(bias_t == JITMM_DTYPE_F32 ? JITMM_DTYPE_F16 : bias_t, rng));
         biasv[i] = decode(bias_t, biash.data(), i);
@@ -464,9 +470,15 @@ void run_and_check(const TestDevice& dev, jitmm_kernel* kernel, const Case& c, s
                 }
                 double acc = 0;
                 const double* bc = bcol.data() + j * c.k;
-                for (int64_t p = 0; p < c.k; ++p) acc += arow[p] * bc[p];
-                const double scale = (sa.empty() ? 1.0 : sa[sa.size() == 1 ? 0 : i]) *
-                                     (sb.empty() ? 1.0 : sb[sb.size() == 1 ? 0 : j]);
+                double scale = 1.0;
+                if (block_scales) {
+                    for (int64_t p = 0; p < c.k; ++p)
+                        acc += arow[p] * bc[p] * double(sa[i * k_blocks + p / 128]) *
+                               double(sb[(j / 128) * k_blocks + p / 128]);
+                } else {
+                    for (int64_t p = 0; p < c.k; ++p) acc += arow[p] * bc[p];
+                    scale = (sa.empty() ? 1.0 : sa[sa.size() == 1 ? 0 : i]) * (sb.empty() ? 1.0 : sb[sb.size() == 1 ? 0 : j]);
+                }
                 double ref = c.alpha * scale * acc;
                 if (c.beta != 0) ref += double(c.beta) * cv[idx];
                 if (c.bias != BiasKind::none) ref += biasv[c.bias == BiasKind::per_row ? i : j];
@@ -696,6 +708,11 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     cases.push_back({Case{16, 4096, 4096, 1, false, false, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16},
                      JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_F8_E4M3, jitmm::ScaleMode::per_tensor,
                      jitmm::ScaleMode::per_column});
+    // Per-block fp8 scales, K-major and staged B.
+    cases.push_back({Case{4096, 4096, 4096, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16}, JITMM_DTYPE_F8_E4M3,
+                     JITMM_DTYPE_F8_E4M3, jitmm::ScaleMode::per_block, jitmm::ScaleMode::per_block});
+    cases.push_back({Case{100, 300, 1008, 2, false, false, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_F32}, JITMM_DTYPE_F8_E4M3,
+                     JITMM_DTYPE_F8_E5M2, jitmm::ScaleMode::per_block, jitmm::ScaleMode::per_block});
     // Split K (float and integer partial sums, with scales) and a 4-stage 128x256 pipeline (narrower C tile).
     Case split_bf16{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     split_bf16.bias = BiasKind::per_column, split_bf16.act = Activation::gelu_tanh;
@@ -735,6 +752,8 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
             if (r.ptx.find("wgmma.mma_async") == std::string::npos) errors[i] += "no wgmma in the PTX; ";
             if (r.ptx.find("cp.async.bulk.tensor") == std::string::npos) errors[i] += "no TMA in the PTX; ";
             if (r.ptx.find("setmaxnreg") == std::string::npos) errors[i] += "no setmaxnreg in the PTX; ";
+            if (p.a_scale == jitmm::ScaleMode::per_block && plan.bn != 128 && plan.bn != 64)
+                errors[i] += "per-block scales on a tile wider than one scale block; ";
             if (plan.split_k > 1 && r.ptx.find("atom.global.add") == std::string::npos)
                 errors[i] += "split K without its arrival counter; ";
             if (plan.stage_a != (r.ptx.find("jitmm_sm90_stage_a") != std::string::npos) ||
@@ -1075,6 +1094,22 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
     fp8_tn.bias = BiasKind::per_row, fp8_tn.act = Activation::gelu_erf;
     fp8_tn.want_generator = kSm90;
     if (sm90_device()) cases.push_back(fp8_tn);
+    // Per-block fp8 scales (A 1x128, B 128x128): a partial last K block, 128- and 64-wide tiles, batches with
+    // the epilogue, B stored K x N (staged).
+    Case blk{256, 384, 1008, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};  // 7 blocks and 112
+    blk.a_scale = blk.b_scale = jitmm::ScaleMode::per_block;
+    blk.want_generator = kSm90;
+    if (sm90_device()) cases.push_back(blk);
+    Case blk_batch{130, 200, 512, 2, false, true, JITMM_DTYPE_F8_E5M2, JITMM_DTYPE_F32};
+    blk_batch.in_b = JITMM_DTYPE_F8_E4M3;
+    blk_batch.a_scale = blk_batch.b_scale = jitmm::ScaleMode::per_block;
+    blk_batch.alpha = 0.5f, blk_batch.beta = 1.0f, blk_batch.bias = BiasKind::per_column, blk_batch.act = Activation::gelu_tanh;
+    blk_batch.want_generator = kSm90;
+    if (sm90_device()) cases.push_back(blk_batch);
+    Case blk_nn{200, 256, 640, 1, false, false, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_F16};
+    blk_nn.a_scale = blk_nn.b_scale = jitmm::ScaleMode::per_block;
+    blk_nn.want_generator = kSm90;
+    if (sm90_device()) cases.push_back(blk_nn);
     // Misaligned base pointers: the SM80 fallback for 16-bit types.
     Case offset{256, 256, 256, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     offset.ptr_offset = 1;
@@ -1125,6 +1160,11 @@ TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     fp8.a_scale = jitmm::ScaleMode::per_row, fp8.b_scale = jitmm::ScaleMode::per_column;
     fp8.want_generator = kSm90;
     if (sm90_device()) cases.push_back(fp8);
+    Case fp8_blocks{128, 512, 3008, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
+    fp8_blocks.a_scale = fp8_blocks.b_scale = jitmm::ScaleMode::per_block;
+    fp8_blocks.want_generator = kSm90;
+    fp8_blocks.run_twice = true;
+    if (sm90_device()) cases.push_back(fp8_blocks);
     setenv("JITMM_CUDA_TILE", "sm90:128x128x6x1x3", 1);
     run_cases(cases);
     unsetenv("JITMM_CUDA_TILE");

@@ -148,6 +148,11 @@ TEST_CASE("shape csv: the written header names every field once", "[shape_csv]")
     REQUIRE(rows.size() == 1);
     CHECK(rows[0].desc.a_scale_mode == JITMM_SCALE_PER_ROW);
     CHECK(rows[0].desc.b_scale_mode == JITMM_SCALE_PER_COLUMN);
+    desc.a_scale_mode = desc.b_scale_mode = JITMM_SCALE_PER_BLOCK_128;  // fp8 block scales: "block" both ways
+    const auto blocks = jitmm::parse_shape_csv(jitmm::shape_csv_header() + jitmm::shape_csv_row(desc, "cpu"), "blocks");
+    REQUIRE(blocks.size() == 1);
+    CHECK(blocks[0].desc.a_scale_mode == JITMM_SCALE_PER_BLOCK_128);
+    CHECK(blocks[0].desc.b_scale_mode == JITMM_SCALE_PER_BLOCK_128);
     CHECK(rows[0].desc.a_zero_point == 128);
     // A's scales are per row, B's per column: the other way round is an error naming the column.
     CHECK_THROWS_WITH(jitmm::parse_shape_csv("m,n,k,a_scale\n1,2,3,column\n", "bad"),

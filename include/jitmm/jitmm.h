@@ -104,7 +104,13 @@ typedef enum jitmm_scale_mode {
     JITMM_SCALE_NONE = 0,
     JITMM_SCALE_PER_TENSOR = 1, /* one value */
     JITMM_SCALE_PER_ROW = 2,    /* A only: m values, one per row of C (per token) */
-    JITMM_SCALE_PER_COLUMN = 3  /* B only: n values, one per column of C (per output channel) */
+    JITMM_SCALE_PER_COLUMN = 3, /* B only: n values, one per column of C (per output channel) */
+    /* fp8 inputs, A and B together (DeepSeek-V3 / DeepGEMM style), with kb = ceil(k / 128) K blocks:
+     * A: m x kb values, a_scales[i * kb + p / 128] for row i of op(A) and K index p (per token and block);
+     * B: ceil(n / 128) x kb values, b_scales[(j / 128) * kb + p / 128] for column j of op(B) (128 x 128 blocks).
+     * Each K block's product is scaled before it is summed:
+     *   C = act( alpha * sum_blocks sa[i][kb] * sb[j / 128][kb] * sum_{p in kb} op(A)[i][p] op(B)[p][j] + ... ) */
+    JITMM_SCALE_PER_BLOCK_128 = 4
 } jitmm_scale_mode;
 
 typedef struct jitmm_engine jitmm_engine;
@@ -141,8 +147,8 @@ typedef struct jitmm_matmul_desc {
     jitmm_bias_layout bias_layout;
     /* Quantized inputs. Appended: a desc whose struct_size ends before a_scale_mode (built against an
      * older jitmm.h) reads them as the defaults: no scales, zero point 0. */
-    jitmm_scale_mode a_scale_mode; /* NONE, PER_TENSOR or PER_ROW; args.a_scales holds the values */
-    jitmm_scale_mode b_scale_mode; /* NONE, PER_TENSOR or PER_COLUMN; args.b_scales holds the values */
+    jitmm_scale_mode a_scale_mode; /* NONE, PER_TENSOR, PER_ROW or PER_BLOCK_128; args.a_scales holds the values */
+    jitmm_scale_mode b_scale_mode; /* NONE, PER_TENSOR, PER_COLUMN or PER_BLOCK_128; args.b_scales holds them */
     int32_t a_zero_point;     /* subtracted from every A element (s8/u8 A only, in its type's range); 0: none */
 } jitmm_matmul_desc;
 

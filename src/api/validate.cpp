@@ -50,10 +50,11 @@ bool is_float(jitmm_dtype t) {
 ScaleMode check_scale_mode(int v, const char* field, jitmm_scale_mode allowed) {
     if (v == JITMM_SCALE_NONE) return ScaleMode::none;
     if (v == JITMM_SCALE_PER_TENSOR) return ScaleMode::per_tensor;
+    if (v == JITMM_SCALE_PER_BLOCK_128) return ScaleMode::per_block;
     if (v == allowed) return allowed == JITMM_SCALE_PER_ROW ? ScaleMode::per_row : ScaleMode::per_column;
-    fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + field + " must be JITMM_SCALE_NONE, _PER_TENSOR or " +
-                                         (allowed == JITMM_SCALE_PER_ROW ? "_PER_ROW" : "_PER_COLUMN") + ", got " +
-                                         std::to_string(v));
+    fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + field + " must be JITMM_SCALE_NONE, _PER_TENSOR, " +
+                                         (allowed == JITMM_SCALE_PER_ROW ? "_PER_ROW" : "_PER_COLUMN") +
+                                         " or _PER_BLOCK_128, got " + std::to_string(v));
 }
 
 // Scales and the zero point describe quantized integer inputs: they are refused (INVALID_VALUE, not
@@ -73,6 +74,14 @@ void check_quantization(const jitmm_matmul_desc& d, Problem& p) {
             fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + field +
                                                  ": scales dequantize to a floating-point c_type, got " +
                                                  dtype_name_or_null(p.c_type));
+        const bool a_block = p.a_scale == ScaleMode::per_block, b_block = p.b_scale == ScaleMode::per_block;
+        if (a_block != b_block)
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + (a_block ? "b_scale_mode" : "a_scale_mode") +
+                                                 ": JITMM_SCALE_PER_BLOCK_128 scales come in pairs (A per row and "
+                                                 "128-wide K block, B per 128 x 128 block): set both");
+        if (a_block && !fp8)
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.a_scale_mode: JITMM_SCALE_PER_BLOCK_128 is for fp8 "
+                                                         "inputs, a_type is ") + dtype_name_or_null(p.a_type));
     }
     p.a_zero_point = d.a_zero_point;
     if (d.a_zero_point != 0) {

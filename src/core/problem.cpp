@@ -30,7 +30,7 @@ std::string describe(const Problem& p) {
                   p.bias == BiasKind::none ? "none" : p.bias == BiasKind::per_column ? "column" : "row",
                   activation_name(p.activation));
     if (!p.quantized()) return buf;
-    static const char* const kScale[] = {"none", "tensor", "row", "column"};
+    static const char* const kScale[] = {"none", "tensor", "row", "column", "block"};
     char quant[96];
     std::snprintf(quant, sizeof quant, " a_scale=%s b_scale=%s a_zero_point=%d", kScale[int(p.a_scale)],
                   kScale[int(p.b_scale)], int(p.a_zero_point));

@@ -11,8 +11,9 @@ namespace jitmm {
 
 enum class Activation : int32_t { none = 0, relu, gelu_tanh, gelu_erf, silu };
 enum class BiasKind : int32_t { none = 0, per_column, per_row };
-// Quantization scales: A allows per_tensor and per_row, B per_tensor and per_column (validated).
-enum class ScaleMode : int32_t { none = 0, per_tensor, per_row, per_column };
+// Quantization scales: A allows per_tensor and per_row, B per_tensor and per_column; per_block (fp8, 1x128 on
+// A and 128x128 on B, see jitmm.h) on both or neither (validated). Values equal jitmm_scale_mode's.
+enum class ScaleMode : int32_t { none = 0, per_tensor, per_row, per_column, per_block };
 
 struct Problem {
     int64_t m = 0, n = 0, k = 0, batch = 1;

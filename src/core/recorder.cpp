@@ -57,7 +57,7 @@ jitmm_matmul_desc desc_from_problem(const Problem& p) {
     d.epilogue = p.bias == BiasKind::none ? kPlain[act] : kBiased[act];
     d.bias_type = p.bias == BiasKind::none ? JITMM_DTYPE_F32 : p.bias_type;
     d.bias_layout = p.bias == BiasKind::per_row ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
-    // ScaleMode and jitmm_scale_mode share their values (none, per_tensor, per_row, per_column).
+    // ScaleMode and jitmm_scale_mode share their values (none, per_tensor, per_row, per_column, per_block).
     d.a_scale_mode = static_cast<jitmm_scale_mode>(p.a_scale);
     d.b_scale_mode = static_cast<jitmm_scale_mode>(p.b_scale);
     d.a_zero_point = p.a_zero_point;

@@ -189,7 +189,9 @@ jitmm_scale_mode parse_scale(const CellContext& ctx, const std::string& cell, bo
     if (v == "tensor" || v == "per_tensor") return JITMM_SCALE_PER_TENSOR;
     if (is_a && (v == "row" || v == "per_row")) return JITMM_SCALE_PER_ROW;
     if (!is_a && (v == "column" || v == "per_column")) return JITMM_SCALE_PER_COLUMN;
-    ctx.fail_cell(is_a ? "unknown A scale (expected none/tensor/row)" : "unknown B scale (expected none/tensor/column)",
+    if (v == "block" || v == "per_block") return JITMM_SCALE_PER_BLOCK_128;
+    ctx.fail_cell(is_a ? "unknown A scale (expected none/tensor/row/block)"
+                       : "unknown B scale (expected none/tensor/column/block)",
                   cell);
 }
 
@@ -198,6 +200,7 @@ const char* scale_name(jitmm_scale_mode m) {
         case JITMM_SCALE_PER_TENSOR: return "tensor";
         case JITMM_SCALE_PER_ROW: return "row";
         case JITMM_SCALE_PER_COLUMN: return "column";
+        case JITMM_SCALE_PER_BLOCK_128: return "block";
         default: return "none";
     }
 }

@@ -59,6 +59,12 @@ bool needs_staging(const Problem& p, bool a) {
     return a ? p.trans_a != 0 : p.trans_b == 0;
 }
 
+// Per-block fp8 scales: a tile's columns must lie in one 128-column scale block of B, and the per-k-block
+// product needs a second set of accumulators (bn 128 at most).
+bool tile_fits_block_scales(const Problem& p, int bn) {
+    return p.a_scale != ScaleMode::per_block || bn == 64 || bn == 128;
+}
+
 // Whether B can be split between the two CTAs of a cluster: half the tile's rows (K-major) or half its
 // 64-column boxes (N-major) each.
 bool b_splits(const Sm90GemmPlan& plan) { return plan.b_k_major ? plan.bn % 16 == 0 : plan.bn % 128 == 0; }
@@ -80,6 +86,9 @@ bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target
              std::string("sm90 recipe: expected sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT_K[xTAIL]]] (BM 64 or 128, BN "
                          "16..256, stages 2..12, cluster 1 or 2, split 1..16, not both, tail 0 or 1), got \"") +
                  text + "\"");
+    if (!tile_fits_block_scales(p, bn))
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text +
+                                             ": per-block scales take BN 64 or 128 (one scale block of B per tile)");
     plan.bm = bm;
     plan.consumers = bm / 64;
     plan.bn = bn;
@@ -260,6 +269,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
         }
     };
     for (const TileCandidate& t : kTiles) {
+        if (!tile_fits_block_scales(p, t.bn)) continue;
         const int bm = 64 * t.consumers;
         const double tiles = double(ceil_div(p.m, bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
         const double tile_time = 2.0 * bm * t.bn * double(p.k) / (kSmRate * t.efficiency);
@@ -324,6 +334,7 @@ std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget
     if (!sm90_applies(p, target)) return out;
     for (int consumers : {2, 1})
         for (int bn : {256, 192, 128, 64}) {
+            if (!tile_fits_block_scales(p, bn)) continue;
             Sm90GemmPlan t;
             t.c_tma = c_tma_applies(p);
             t.c_bytes = static_cast<int>(dtype_size(p.c_type));

@@ -178,6 +178,60 @@ void emit_stage_kernel(std::ostringstream& os, const Problem& p, const Sm90GemmP
 )";
 }
 
+// The consumers' main loop over k-blocks [kb0, kb1) of a work unit, into acc.
+void emit_main_loop(std::ostringstream& os, const Problem& p) {
+    if (p.a_scale != ScaleMode::per_block) {
+        os << R"(    // main loop: one commit group per stage; the stage before is released once its group has completed
+    int prev = -1;
+    for (int kb = kb0; kb < kb1; ++kb) {
+      mbar_wait(full_bar + 8 * s, phase);
+      const u32 sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / KSTEP; ++ks) wgmma(acc, a_desc(sa, consumer, ks), b_desc(sb, ks));
+      wg_commit();
+      wg_wait<1>();
+      if (prev >= 0 && lane == 0) release(empty_bar + 8 * prev);
+      prev = s;
+      if (++s == STAGES) { s = 0; phase ^= 1u; }
+    }
+    wg_wait<0>();
+    acc_fence(acc);
+    if (lane == 0) release(empty_bar + 8 * prev);
+
+)";
+        return;
+    }
+    // Per-block fp8 scales (a k-block of 128 bytes is one scale block): each k-block's product lands in part,
+    // is complete before it is scaled (wait 0, where the unscaled loop keeps one group in flight), and is
+    // added to acc with sa(row, kb) * sb(column block, kb). The scales are read before the tensor cores finish.
+    os << R"(    // main loop with per-block scales: part = this k-block's product, acc += part * its scale
+    const int row_a = m0 + consumer * 64 + warp * 16 + lane / 4;  // rows row_a and row_a + 8 (clamped for loads)
+    const float* const sa_row0 = a_scales + (i64)(row_a < M ? row_a : M - 1) * KT;
+    const float* const sa_row1 = a_scales + (i64)(row_a + 8 < M ? row_a + 8 : M - 1) * KT;
+    const float* const sb_blk = b_scales + (i64)(n0 / 128) * KT;
+    Acc part[NACC];
+    for (int kb = kb0; kb < kb1; ++kb) {
+      const float sb_k = __ldg(sb_blk + kb), s0 = __ldg(sa_row0 + kb) * sb_k, s1 = __ldg(sa_row1 + kb) * sb_k;
+#pragma unroll
+      for (int i = 0; i < NACC; ++i) part[i] = 0;
+      acc_fence(part);
+      mbar_wait(full_bar + 8 * s, phase);
+      const u32 sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / KSTEP; ++ks) wgmma(part, a_desc(sa, consumer, ks), b_desc(sb, ks));
+      wg_commit();
+      wg_wait<0>();
+      acc_fence(part);
+      if (lane == 0) release(empty_bar + 8 * s);
+#pragma unroll
+      for (int i = 0; i < NACC; ++i) acc[i] += part[i] * ((i & 2) ? s1 : s0);  // i & 2: the row + 8 half
+      if (++s == STAGES) { s = 0; phase ^= 1u; }
+    }
+)";
+}
+
 }  // namespace
 
 GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
@@ -360,24 +414,9 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0;
     acc_fence(acc);
-    // main loop: one commit group per stage; the stage before is released once its group has completed
-    int prev = -1;
-    for (int kb = kb0; kb < kb1; ++kb) {
-      mbar_wait(full_bar + 8 * s, phase);
-      const u32 sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < BK / KSTEP; ++ks) wgmma(acc, a_desc(sa, consumer, ks), b_desc(sb, ks));
-      wg_commit();
-      wg_wait<1>();
-      if (prev >= 0 && lane == 0) release(empty_bar + 8 * prev);
-      prev = s;
-      if (++s == STAGES) { s = 0; phase ^= 1u; }
-    }
-    wg_wait<0>();
-    acc_fence(acc);
-    if (lane == 0) release(empty_bar + 8 * prev);
-
+)";
+    emit_main_loop(os, p);
+    os << R"(
     // epilogue: thread owns rows r and r + 8 and columns 2q, 2q + 1 of each 8-column slice
     char* C = C0 + (i64)batch * STRIDE_C;
     const int m_wg = m0 + consumer * 64;
