@@ -74,11 +74,17 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
     const int64_t pad_from = width - (panel_count - 1) * nr;  // first padding column of the last panel
     float* last_panel = panels + (panel_count - 1) * k_len * nr;
     if (!trans_b) {
-        // Panel by panel over the rows: each panel is written front to back (whole lines, one stream).
-        for (int64_t p = 0; p < panel_count; ++p) {
-            const int64_t w = std::min<int64_t>(nr, width - p * nr);
-            for (int64_t k = unit_begin; k < unit_end; ++k)
-                copy_floats(b + (k0 + k) * ldb + j0 + p * nr, panels + p * k_len * nr + k * nr, w);
+        // Slices of kRowSlice rows, each panel by panel: the panels are written in runs of whole lines, and
+        // the slice's B rows (read across every panel before the next slice) stay few enough for the
+        // prefetchers to stream them from memory (cold 512x512 block: 169 -> 93 us against whole panels).
+        constexpr int64_t kRowSlice = 16;
+        for (int64_t k1 = unit_begin; k1 < unit_end; k1 += kRowSlice) {
+            const int64_t k2 = std::min(unit_end, k1 + kRowSlice);
+            for (int64_t p = 0; p < panel_count; ++p) {
+                const int64_t w = std::min<int64_t>(nr, width - p * nr);
+                for (int64_t k = k1; k < k2; ++k)
+                    copy_floats(b + (k0 + k) * ldb + j0 + p * nr, panels + p * k_len * nr + k * nr, w);
+            }
         }
         if (pad_from < nr)
             for (int64_t k = unit_begin; k < unit_end; ++k)
