@@ -970,6 +970,47 @@ TEST_CASE("x86 lowp AMX: tails of 16 rows or columns share the full tile's confi
     }
 }
 
+TEST_CASE("x86 lowp AMX: one call runs a row tile's column panels (strip and direct stores, tails, K and N blocks)",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    // Variants without a vector epilogue (strip stores, direct s32/f32 stores) run every full panel of a row
+    // tile in one call, loading the next panel's first tiles before the stores; the column tail and the
+    // epilogue variants run alone. Small K blocks (3-5 per call: first, middle and last phases) and B blocks of
+    // 3 or 5 panels (several N blocks, the last one short), row and column tails, ld pads, threads 1-3.
+    std::mt19937 rng(3232);
+    for (int threads : {1, 2, 3}) {
+        INFO("threads " << threads);
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+            for (int s = 0; s < 4; ++s, ++it) {
+                const bool int8 = t != JITMM_DTYPE_BF16;
+                EnvGuard kc("JITMM_X86_LOWP_KC", s == 3 ? "4096" : int8 ? "128" : "64");
+                EnvGuard nc("JITMM_X86_LOWP_NC", s % 2 == 0 ? "96" : "160");
+                Case c;
+                c.a = t;
+                c.b = int8 ? JITMM_DTYPE_S8 : t;
+                c.m = std::vector<int64_t>{64, 45, 97, 32}[s];
+                c.n = std::vector<int64_t>{256, 200, 330, 512}[s];
+                c.k = int8 ? std::vector<int64_t>{384, 640, 200, 64}[s] : std::vector<int64_t>{192, 320, 100, 32}[s];
+                c.tb = it % 2 == 1;
+                c.ldc_pad = s == 1 ? 5 : 0;
+                c.lda_pad = s == 2 ? 64 : 0;
+                c.c = int8 ? (s == 2 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32) : JITMM_DTYPE_F32;
+                if (s == 2) {  // the last K block through the vector epilogue, one panel per call
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                }
+                if (t == JITMM_DTYPE_U8 && s == 1) c.zero_point = 3;  // compensation: the epilogue again
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks gives the same results",
           "[x86][lowp]") {
     // Row-major B (K x N) through both packers: int8 k groups of 4 (with the column sums of the compensation)

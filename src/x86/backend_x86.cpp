@@ -67,7 +67,7 @@ struct DotF32Family {
 struct LowpFamily {
     using Recipe = plan::X86LowpPlan;
     using KernelType = GemmLowpKernel;
-    static constexpr int kVersion = 3;  // 2: vector_math's exp clamp and reciprocal; 3: shared AMX tile configs
+    static constexpr int kVersion = 4;  // 2: vector_math's exp clamp and reciprocal; 3: shared AMX tile configs; 4: AMX panel runs
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

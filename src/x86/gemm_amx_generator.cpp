@@ -87,16 +87,20 @@ public:
         // The epilogue's vectors run along C's rows: tile columns, or tile rows when the roles are swapped.
         tail_ = (L_.swap_ab ? v.rows : v.cols) % kTile;
         epilogue_.set_tail(tail_);
+        const int64_t steps = (v.k_len * plan::step_elem_bytes(L_.step) + kStepBytes - 1) / kStepBytes;
+        if (!v.last || amx_direct_store(L_)) {
+            panels(v, steps);
+            ret();
+            return entry;
+        }
         if (v.first) {
             for (int i = 0; i < tm_; ++i)
                 for (int j = 0; j < tn_; ++j) tilezero(c_tile(i, j));
         } else {
-            strip(/*load=*/true);
+            load_strip();
         }
-        main_loop((v.k_len * plan::step_elem_bytes(L_.step) + kStepBytes - 1) / kStepBytes);
-        if (!v.last) strip(/*load=*/false);
-        else if (amx_direct_store(L_)) store_direct();
-        else if (L_.swap_ab) epilogue_transposed();
+        main_loop(steps);
+        if (L_.swap_ab) epilogue_transposed();
         else epilogue();
         ret();
         return entry;
@@ -114,16 +118,97 @@ public:
     }
 
 private:
-    // ---- the K-block accumulator strip ----------------------------------------------------------------------
-    void strip(bool load) {
+    // ---- the K-block accumulator strip (variants with the vector epilogue: the last K block) ---------------
+    void load_strip() {
         mov(r11, ptr[rcx + kArgAcc]);
         mov(rax, L_.acc_ld);
         for (int i = 0; i < tm_; ++i)
+            for (int j = 0; j < tn_; ++j)
+                tileloadd(c_tile(i, j), ptr[r11 + rax + i * kTile * L_.acc_ld + j * kTile * 4]);
+    }
+
+    // ---- variants without a vector epilogue: a run of column panels ------------------------------------------
+    // Registers: as main_loop, plus rbx = panels left and r14 = the strip at this panel.
+    // Every 32 x 32 block ends with a drain: the last products finish, then the four C tile stores, and only
+    // then would the next block's first tile loads start. Here the next panel's first A and B tiles are
+    // loaded before this panel's stores, so their latency hides behind the stores (the next block of a small
+    // K, a few steps, is mostly that drain).
+    void panels(const LowpVariant& v, int64_t steps) {
+        push(rbx);
+        push(r14);
+        mov(rbx, ptr[rcx + kArgPanels]);
+        mov(r14, ptr[rcx + kArgAcc]);
+        mov(r8, ptr[rcx + kArgAStride]);
+        if (tm_ == 2) {
+            mov(r9, r8);
+            shl(r9, 4);
+            add(r9, rdi);
+        }
+        mov(r10, kBPanelRow);
+        init_c(v.first);
+        load_step_tiles();
+        Xbyak::Label panel, kloop, kdone, last;
+        L(panel);
+        mov(rax, steps);
+        L(kloop);
+        multiply(c_tile(0, 0), a_tile(0), b_tile(0));
+        if (tn_ == 2) {
+            tileloaddt1(b_tile(1), ptr[rsi + r10 + kTile * 4]);
+            multiply(c_tile(0, 1), a_tile(0), b_tile(1));
+        }
+        if (tm_ == 2) {
+            tileloadd(a_tile(1), ptr[r9 + r8]);
+            multiply(c_tile(1, 0), a_tile(1), b_tile(0));
+            if (tn_ == 2) multiply(c_tile(1, 1), a_tile(1), b_tile(1));
+        }
+        add(rdi, kStepBytes);
+        if (tm_ == 2) add(r9, kStepBytes);
+        add(rsi, kTile * kBPanelRow);  // 16 k groups; past the last step: the next panel's start
+        dec(rax);
+        jz(kdone, T_NEAR);
+        load_step_tiles();
+        jmp(kloop, T_NEAR);
+        L(kdone);
+        dec(rbx);
+        jz(last, T_NEAR);
+        sub(rdi, steps * kStepBytes);
+        if (tm_ == 2) sub(r9, steps * kStepBytes);
+        load_step_tiles();  // the next panel's first step, ahead of this panel's stores
+        store_panel(v.last);
+        if (v.last) add(rdx, 2 * kTile * dtype_size(L_.c_type));
+        if (!v.first || !v.last) add(r14, 2 * kTile * 4);  // the strip: read, written, or both
+        init_c(v.first);
+        jmp(panel, T_NEAR);
+        L(last);
+        store_panel(v.last);
+        pop(r14);
+        pop(rbx);
+    }
+
+    void load_step_tiles() {
+        tileloadd(a_tile(0), ptr[rdi + r8]);
+        tileloaddt1(b_tile(0), ptr[rsi + r10]);
+    }
+
+    // The C tiles of a panel start from zero (first K block) or from the strip at r14.
+    void init_c(bool first) {
+        if (!first) mov(rax, L_.acc_ld);
+        for (int i = 0; i < tm_; ++i)
             for (int j = 0; j < tn_; ++j) {
-                const auto addr = ptr[r11 + rax + i * kTile * L_.acc_ld + j * kTile * 4];
-                if (load) tileloadd(c_tile(i, j), addr);
-                else tilestored(addr, c_tile(i, j));
+                if (first) tilezero(c_tile(i, j));
+                else tileloadd(c_tile(i, j), ptr[r14 + rax + i * kTile * L_.acc_ld + j * kTile * 4]);
             }
+    }
+
+    void store_panel(bool last) {
+        if (last) {
+            store_direct();
+            return;
+        }
+        mov(rax, L_.acc_ld);
+        for (int i = 0; i < tm_; ++i)
+            for (int j = 0; j < tn_; ++j)
+                tilestored(ptr[r14 + rax + i * kTile * L_.acc_ld + j * kTile * 4], c_tile(i, j));
     }
 
     // ---- main loop: one 64-byte K step per iteration ---------------------------------------------------------

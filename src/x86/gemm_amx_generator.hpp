@@ -10,7 +10,8 @@
 //   whole row of B panels)
 //   then: the strip (K blocks before the last), a direct tile store into C (s32 or f32 C with nothing to
 //   fuse), or tile stores into a stack block that the vector epilogue (gemm_lowp_epilogue.hpp) finishes row
-//   by row into C.
+//   by row into C. Variants without the vector epilogue (strip and direct stores) run args->panels column
+//   panels of one row tile per call, each panel's stores issued after the next panel's first A and B loads.
 //
 // Each variant also gets a stub that loads its tile configuration (rows and bytes per tile for its row and
 // column tails); the driver calls it when the variant changes within a task and calls the tilerelease stub

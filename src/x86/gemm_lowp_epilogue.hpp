@@ -27,6 +27,10 @@ struct LowpCallArgs {
     void* acc = nullptr;              // the K-block accumulator strip at the tile (layout.acc_ld per row)
     int64_t a_stride = 0;             // AMX: bytes between rows of the A tile
     float scale = 1;                  // alpha times the per-tensor scales, when there are any
+    // AMX variants without a vector epilogue (strip stores, direct stores): the call runs `panels` column
+    // panels of the same row tile one after another (B panels adjacent, C and the strip 32 columns further
+    // each). Other variants run one panel.
+    int64_t panels = 1;
 };
 
 // void ukernel(const void* a, const void* b, void* c, const LowpCallArgs* args)   (System V: rdi rsi rdx rcx)
@@ -40,6 +44,7 @@ constexpr int kArgComp = offsetof(LowpCallArgs, comp);
 constexpr int kArgAcc = offsetof(LowpCallArgs, acc);
 constexpr int kArgAStride = offsetof(LowpCallArgs, a_stride);
 constexpr int kArgScale = offsetof(LowpCallArgs, scale);
+constexpr int kArgPanels = offsetof(LowpCallArgs, panels);
 
 // One microkernel a shape needs: a C tile of rows x cols over one K block of k_len elements. The first block
 // starts from zero (else from the accumulator strip); the last applies the epilogue (else it stores the raw

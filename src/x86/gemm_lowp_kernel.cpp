@@ -256,6 +256,8 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     auto* comp = L.compensate ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(nc_pad * 4))) : nullptr;
     uint8_t* strip = k_blocks_ > 1 ? scratch<3>(static_cast<size_t>(plan_.mc * L.acc_ld)) : nullptr;
 
+    const bool direct = amx && amx_direct_store(L);
+    auto runs_panels = [&](Phase phase) { return amx && (direct || (phase != kSingle && phase != kLast)); };
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
@@ -298,9 +300,12 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
                     if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
-                    for (int64_t jr = jc; jr < jc + n_cur; jr += nr) {
+                    for (int64_t jr = jc, panels = 1; jr < jc + n_cur; jr += panels * nr) {
                         const bool col_tail = jr + nr > p_.n;
                         const int s = slot(row_tail, col_tail, phase);
+                        // Full panels in one call where the variant runs several (no vector epilogue).
+                        panels = col_tail || !runs_panels(phase) ? 1 : (std::min(jc + n_cur, p_.n) - jr) / nr;
+                        call.panels = panels;
                         if (p_.bias == BiasKind::per_column)
                             call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
                         if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + jr;
