@@ -115,19 +115,27 @@ void emit_wgmma(std::ostringstream& os, const Problem& p, const Sm90GemmPlan& pl
     ins << "wgmma.mma_async.sync.aligned.m64n" << plan.bn << "k" << kstep << "." << (integer ? "s32" : "f32") << "."
         << ptx_type(p.a_type) << "." << ptx_type(p.b_type) << " {";
     for (int i = 0; i < nacc; ++i) ins << (i ? ", " : "") << "%" << i;
-    ins << "}, %" << nacc << ", %" << nacc + 1 << ", 1";  // scale-d = 1: always accumulate (d is zeroed per tile)
-    if (!integer) ins << ", 1, 1";                          // no negation of A or B
-    if (dtype_size(p.a_type) == 2)                          // 16-bit types read M/N-major tiles transposed
-        ins << ", " << (plan.a_k_major ? 0 : 1) << ", " << (plan.b_k_major ? 0 : 1);
-    ins << ";\\n";
-    const char* reg = integer ? "+r" : "+f";
+    std::string tail;
+    if (!integer) tail += ", 1, 1";                          // no negation of A or B
+    if (dtype_size(p.a_type) == 2)                           // 16-bit types read M/N-major tiles transposed
+        tail += std::string(", ") + (plan.a_k_major ? "0" : "1") + ", " + (plan.b_k_major ? "0" : "1");
+    ins << "}, %" << nacc << ", %" << nacc + 1;
+    const std::string head = ins.str();
+    const char* reg = integer ? "r" : "f";
     os << "\n// the tensor-core instruction: " << (p.a_type == JITMM_DTYPE_F32 ? "tf32 (f32 inputs, low mantissa bits ignored)" : ptx_type(p.a_type)) << "\n";
-    os << "__device__ __forceinline__ void wgmma(Acc (&d)[NACC], u64 da, u64 db) {\n";
-    os << "  asm volatile(\"" << ins.str() << "\"\n    : ";
-    for (int i = 0; i < nacc; ++i) os << (i ? ", " : "") << (i && i % 8 == 0 ? "\n      " : "") << "\"" << reg << "\"(d[" << i << "])";
-    os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
+    // scale-d 1: d += A * B (d is zeroed per tile); scale-d 0: d = A * B, d's old values unused (per-block
+    // scales start each k-block's product fresh).
+    auto emit = [&](const char* name, const char* scale_d, const char* constraint, const char* comment) {
+        os << "// " << comment << "\n__device__ __forceinline__ void " << name << "(Acc (&d)[NACC], u64 da, u64 db) {\n";
+        os << "  asm volatile(\"" << head << ", " << scale_d << tail << ";\\n\"\n    : ";
+        for (int i = 0; i < nacc; ++i)
+            os << (i ? ", " : "") << (i && i % 8 == 0 ? "\n      " : "") << "\"" << constraint << reg << "\"(d[" << i << "])";
+        os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
+    };
+    emit("wgmma", "1", "+", "d += A * B");
+    if (p.a_scale == ScaleMode::per_block) emit("wgmma_first", "0", "=", "d = A * B");
     // Keeps the compiler from moving reads or writes of the accumulators across the asynchronous wgmma.
-    os << "__device__ __forceinline__ void acc_fence(Acc (&d)[NACC]) {\n#pragma unroll\n  for (int i = 0; i < NACC; ++i) asm volatile(\"\" : \""
+    os << "__device__ __forceinline__ void acc_fence(Acc (&d)[NACC]) {\n#pragma unroll\n  for (int i = 0; i < NACC; ++i) asm volatile(\"\" : \"+"
        << reg << "\"(d[i]) :: \"memory\");\n}\n";
 }
 
@@ -202,32 +210,47 @@ void emit_main_loop(std::ostringstream& os, const Problem& p) {
 )";
         return;
     }
-    // Per-block fp8 scales (a k-block of 128 bytes is one scale block): each k-block's product lands in part,
-    // is complete before it is scaled (wait 0, where the unscaled loop keeps one group in flight), and is
-    // added to acc with sa(row, kb) * sb(column block, kb). The scales are read before the tensor cores finish.
-    os << R"(    // main loop with per-block scales: part = this k-block's product, acc += part * its scale
+    // Per-block fp8 scales (a k-block of 128 bytes is one scale block): each k-block's product goes to a
+    // product buffer of its own (wgmma with scale-d 0) and is added to acc scaled by sa(row, kb) *
+    // sb(column block, kb) once complete. Two buffers alternate so that the next k-block's wgmma runs while
+    // this one is scaled (one commit group in flight, as in the unscaled loop); scales are read at issue.
+    os << R"(    // main loop with per-block scales: products of k-blocks in part0 / part1 alternately, acc += part * scale
     const int row_a = m0 + consumer * 64 + warp * 16 + lane / 4;  // rows row_a and row_a + 8 (clamped for loads)
     const float* const sa_row0 = a_scales + (i64)(row_a < M ? row_a : M - 1) * KT;
     const float* const sa_row1 = a_scales + (i64)(row_a + 8 < M ? row_a + 8 : M - 1) * KT;
     const float* const sb_blk = b_scales + (i64)(n0 / 128) * KT;
-    Acc part[NACC];
-    for (int kb = kb0; kb < kb1; ++kb) {
-      const float sb_k = __ldg(sb_blk + kb), s0 = __ldg(sa_row0 + kb) * sb_k, s1 = __ldg(sa_row1 + kb) * sb_k;
-#pragma unroll
-      for (int i = 0; i < NACC; ++i) part[i] = 0;
-      acc_fence(part);
+    Acc part0[NACC], part1[NACC];
+    float sc0_lo = 0, sc0_hi = 0, sc1_lo = 0, sc1_hi = 0;  // the scales of the block in part0 / part1
+    int s0 = 0, s1 = 0;                                     // and the stages they came from
+    // Issues k-block kb into part: waits for its stage, reads its scales, one commit group.
+    auto issue = [&](Acc (&part)[NACC], int kb, float& lo, float& hi, int& stage) {
+      const float sb_k = __ldg(sb_blk + kb);
+      lo = __ldg(sa_row0 + kb) * sb_k;
+      hi = __ldg(sa_row1 + kb) * sb_k;
       mbar_wait(full_bar + 8 * s, phase);
       const u32 sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
       wg_fence();
+      wgmma_first(part, a_desc(sa, consumer, 0), b_desc(sb, 0));
 #pragma unroll
-      for (int ks = 0; ks < BK / KSTEP; ++ks) wgmma(part, a_desc(sa, consumer, ks), b_desc(sb, ks));
+      for (int ks = 1; ks < BK / KSTEP; ++ks) wgmma(part, a_desc(sa, consumer, ks), b_desc(sb, ks));
       wg_commit();
-      wg_wait<0>();
-      acc_fence(part);
-      if (lane == 0) release(empty_bar + 8 * s);
-#pragma unroll
-      for (int i = 0; i < NACC; ++i) acc[i] += part[i] * ((i & 2) ? s1 : s0);  // i & 2: the row + 8 half
+      stage = s;
       if (++s == STAGES) { s = 0; phase ^= 1u; }
+    };
+    // Adds a completed product, frees its stage.
+    auto retire = [&](Acc (&part)[NACC], float lo, float hi, int stage) {
+      acc_fence(part);
+      if (lane == 0) release(empty_bar + 8 * stage);
+#pragma unroll
+      for (int i = 0; i < NACC; ++i) acc[i] += part[i] * ((i & 2) ? hi : lo);  // i & 2: the row + 8 half
+    };
+    issue(part0, kb0, sc0_lo, sc0_hi, s0);
+    for (int kb = kb0; kb < kb1; kb += 2) {
+      if (kb + 1 < kb1) { issue(part1, kb + 1, sc1_lo, sc1_hi, s1); wg_wait<1>(); } else { wg_wait<0>(); }
+      retire(part0, sc0_lo, sc0_hi, s0);
+      if (kb + 1 >= kb1) break;
+      if (kb + 2 < kb1) { issue(part0, kb + 2, sc0_lo, sc0_hi, s0); wg_wait<1>(); } else { wg_wait<0>(); }
+      retire(part1, sc1_lo, sc1_hi, s1);
     }
 )";
 }
