@@ -777,13 +777,19 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     INFO("slowest sm_90a compile: " << worst << " ms");
     CHECK(worst < 20000.0);  // the target is <= 2 s per Hopper kernel; this only catches pathologies on slow CI
 
-    // What the Hopper path leaves to the SM80 kernels: decode, misaligned rows, M/N-major 4- and 1-byte types
-    // with few rows on the other side (larger ones are staged K-major); and sm_100a has no wgmma.
+    // What the Hopper path leaves to the SM80 kernels: decode, and operands it would have to stage (M/N-major
+    // 4- and 1-byte types, rows TMA cannot address) with few rows on the other side; sm_100a has no wgmma.
+    // Larger ones are staged: copied K-major and packed into the workspace.
     Case dec{1, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(dec), h100));
     Case pad{256, 256, 256, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
-    pad.lda_pad = 1;
-    CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(pad), h100));
+    pad.lda_pad = 1;  // 514-byte rows
+    CHECK(jitmm::plan::sm90_applies(problem_of(pad), h100));
+    const auto padded = jitmm::plan::plan_sm90_gemm(problem_of(pad), h100);
+    CHECK((padded.stage_a && !padded.stage_b && padded.a_k_major && !padded.b_k_major));
+    Case pad_few{48, 256, 256, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    pad_few.ldb_pad = 1;
+    CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(pad_few), h100));
     Case tf32_nn{256, 256, 256, 1, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};
     CHECK(jitmm::plan::sm90_applies(problem_of(tf32_nn), h100));
     const auto staged = jitmm::plan::plan_sm90_gemm(problem_of(tf32_nn), h100);
@@ -874,17 +880,21 @@ TEST_CASE("cuda: unsupported dtype combinations and unknown arches are refused c
     p = problem_of(c);
     p.a_type = JITMM_DTYPE_F8_E4M3;  // fp8 x f16
     CHECK_THROWS_AS(backend->plan(p), jitmm::Error);
-    // fp8 whose in-place operand breaks TMA's 16-byte rows: only the Hopper kernel has fp8, so it says why.
+    // fp8 with 100-byte rows: staged (copied into aligned rows) on the Hopper kernel; with that kernel turned
+    // off there is no other, and the error says why.
     Case fp8_rows{128, 128, 100, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
     p = problem_of(fp8_rows);
+    CHECK(std::string(backend->plan(p)->generator()) == "cuda_sm90_wgmma");
+    setenv("JITMM_CUDA_SM90", "0", 1);
     try {
         backend->plan(p);
-        FAIL("fp8 with 100-byte rows was accepted");
+        FAIL("fp8 without the Hopper kernel was accepted");
     } catch (const jitmm::Error& e) {
         CHECK(e.status() == JITMM_STATUS_UNSUPPORTED);
         CHECK(std::string(e.what()).find("fp8 runs on the Hopper") != std::string::npos);
-        CHECK(std::string(e.what()).find("16-byte aligned") != std::string::npos);
+        CHECK(std::string(e.what()).find("JITMM_CUDA_SM90=0") != std::string::npos);
     }
+    unsetenv("JITMM_CUDA_SM90");
     p = problem_of(c);
     p.c_type = JITMM_DTYPE_BF16;  // f16 in, bf16 out
     CHECK_THROWS_AS(backend->plan(p), jitmm::Error);
@@ -1110,6 +1120,15 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
     blk_nn.a_scale = blk_nn.b_scale = jitmm::ScaleMode::per_block;
     blk_nn.want_generator = kSm90;
     if (sm90_device()) cases.push_back(blk_nn);
+    // 16-bit operands with rows TMA cannot address (staged copies, K-major and transposed) and a broadcast B.
+    Case bf16_rows{300, 520, 333, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};  // 666-byte rows of A and B
+    bf16_rows.bias = BiasKind::per_column, bf16_rows.act = Activation::silu;
+    bf16_rows.want_generator = kSm90;
+    cases.push_back(bf16_rows);
+    Case f16_nn_pad{257, 200, 128, 2, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F32};
+    f16_nn_pad.ldb_pad = 1, f16_nn_pad.share_b = true;  // B stored K x N, 201-element rows, one for both batches
+    f16_nn_pad.want_generator = kSm90;
+    cases.push_back(f16_nn_pad);
     // Misaligned base pointers: the SM80 fallback for 16-bit types.
     Case offset{256, 256, 256, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     offset.ptr_offset = 1;

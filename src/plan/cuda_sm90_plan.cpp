@@ -54,9 +54,14 @@ bool dtypes_supported(const Problem& p, std::string* why) {
 
 // wgmma reads tf32, s8 and fp8 tiles K-major only: an operand of those types stored M/N-major (A transposed,
 // B not transposed) is staged, copied K-major first.
+// An operand TMA cannot read in place, with rows or batch strides off 16 bytes (or a broadcast batch), is
+// staged too (a packed copy). Staged copies are always K-major, rows staged_ld() elements apart.
 bool needs_staging(const Problem& p, bool a) {
-    if (dtype_size(p.a_type) == 2) return false;
-    return a ? p.trans_a != 0 : p.trans_b == 0;
+    const int64_t e = dtype_size(a ? p.a_type : p.b_type);
+    const bool mn_major = a ? p.trans_a != 0 : p.trans_b == 0;
+    if (e != 2 && mn_major) return true;
+    const int64_t ld = a ? p.lda : p.ldb, stride = a ? p.stride_a : p.stride_b;
+    return !aligned16(ld, e) || (p.batch > 1 && (stride <= 0 || !aligned16(stride, e)));
 }
 
 // Per-block fp8 scales: a tile's columns must lie in one 128-column scale block of B, and the per-k-block
@@ -199,20 +204,12 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
         return no("JITMM_CUDA_SM90=0");
     std::string why;
     if (!dtypes_supported(p, &why)) return no(why);
-    const int64_t e = dtype_size(p.a_type);
     const bool stage_a = needs_staging(p, true), stage_b = needs_staging(p, false);
     // A staged copy is read (and written) once more than the operand itself: worth it when the other side
     // reuses it; with few rows or columns the SM80 kernel reads it in place. fp8 has no SM80 kernel.
     if (!is_fp8(p.a_type) && ((stage_a && p.n <= 64) || (stage_b && p.m <= 64)))
-        return no(name(p.a_type) + " stored M/N-major with at most 64 rows or columns on the other side: the "
-                  "SM80 kernel reads it in place");
-    // TMA: 16-byte aligned row pitches and batch strides; a broadcast operand (stride 0) is not a tensor.
-    // Staged copies are packed and aligned whatever the operand's own strides.
-    if ((!stage_a && !aligned16(p.lda, e)) || (!stage_b && !aligned16(p.ldb, e)))
-        return no("leading dimensions not 16-byte aligned");
-    if (p.batch > 1 && ((!stage_a && (p.stride_a <= 0 || !aligned16(p.stride_a, e))) ||
-                        (!stage_b && (p.stride_b <= 0 || !aligned16(p.stride_b, e)))))
-        return no("batch strides not 16-byte aligned");
+        return no(name(p.a_type) + " operand staged (M/N-major, or rows TMA cannot address) with at most 64 rows "
+                  "or columns on the other side: the SM80 kernel reads it in place");
     if (p.m > (int64_t{1} << 31) - 256 || p.n > (int64_t{1} << 31) - 256 || p.k > (int64_t{1} << 31) - 256 ||
         p.batch > (int64_t{1} << 31))
         return no("dimensions beyond TMA's 32-bit coordinates");
