@@ -70,6 +70,9 @@ struct LowpLayout {
     // place (no B packing; only the rows of A are packed), and the epilogue reads the block transposed.
     // a_type/b_type then name the tile operands (B's type, A's type); tile rows run over N, columns over M.
     bool swap_ab = false;
+    // AMX: B tiles loaded with the T1 hint (streamed past the A tile in L1); off when one K block of packed B is
+    // small enough that plain loads, which keep it in L1 for the next row tile, are faster.
+    bool amx_b_streamed = true;
     int k_unroll = 4;            // vector steps: k groups per loop iteration
     // VNNI decode with B stored N x K (dot_nt): each C element is a dot product along K of an A row and a B row,
     // both read as 64-byte vectors (B in place, streamed once; A packed with its K padded to 64 bytes), the
