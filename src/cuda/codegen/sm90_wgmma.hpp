@@ -3,6 +3,8 @@
 // mbarriers); one or two consumer warpgroups issue wgmma.mma_async from those stages and keep the
 // accumulators in registers; the epilogue (scales, alpha, beta*C, bias, activation, conversion) is applied
 // in registers before the single store. No #include: its own PTX wrappers, like the SM80 generator.
+// Split K reduces inside the kernel (the last K range of a tile adds the others' partial sums); per-block fp8
+// scales are applied per k-block; staged operands get their copy kernels in the same module (sm90_stage.hpp).
 #pragma once
 
 #include "core/problem.hpp"
