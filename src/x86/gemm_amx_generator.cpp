@@ -131,9 +131,9 @@ private:
     // ---- variants without a vector epilogue: a run of column panels ------------------------------------------
     // Registers: as main_loop, plus rbx = panels left and r14 = the strip at this panel.
     // Every 32 x 32 block ends with a drain: the last products finish, then the four C tile stores, and only
-    // then would the next block's first tile loads start. Here the next panel's first A and B tiles are
-    // loaded before this panel's stores, so their latency hides behind the stores (the next block of a small
-    // K, a few steps, is mostly that drain).
+    // then would the next block's first tile loads start. From kEarlyLoadSteps K steps per panel, the next
+    // panel's first A and B tiles are loaded before this panel's stores, so their latency hides behind the
+    // stores. Either way one call replaces a call per panel.
     void panels(const LowpVariant& v, int64_t steps) {
         push(rbx);
         push(r14);
