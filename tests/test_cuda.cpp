@@ -815,6 +815,16 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100).cluster_m == 1);  // one tile row: nothing to pair
     CHECK(pbig.smem_bytes() <= h100.smem_per_block_optin);
+    // A recipe cannot split K into more ranges than it has k-blocks (K = 200 bf16: 4 of 64).
+    Case short_k{256, 256, 200, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    try {
+        jitmm::plan::plan_sm90_gemm(problem_of(short_k), h100, "sm90:128x128x4x1x8");
+        FAIL("a split into 8 ranges of 4 k-blocks was accepted");
+    } catch (const jitmm::Error& e) {
+        CHECK(e.status() == JITMM_STATUS_INVALID_VALUE);
+        CHECK(std::string(e.what()).find("more K ranges") != std::string::npos);
+    }
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(short_k), h100, "sm90:128x128x4x1x4").split_k == 4);
     // A long K with B stored K x N: a fourth stage, paid for with a narrower shared C tile.
     Case long_nn{8192, 8192, 8192, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     const auto pdeep = jitmm::plan::plan_sm90_gemm(problem_of(long_nn), h100);

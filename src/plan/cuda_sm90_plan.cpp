@@ -100,6 +100,9 @@ bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target
     plan.stages = stages;
     plan.cluster_m = cluster;
     plan.split_k = split;
+    if (split > ceil_div(p.k, plan.bk))
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + ": more K ranges than the " +
+                                             std::to_string(ceil_div(p.k, plan.bk)) + " k-blocks of K");
     plan.split_tiles = split == 1 ? 0 : tail ? tail_tiles(plan.tiles(p), target.sm_count) : plan.tiles(p);
     if (split > 1 && plan.split_tiles == 0) plan.split_k = 1;  // no partial wave: nothing to split
     if (cluster == 2 && !b_splits(plan))

@@ -172,7 +172,7 @@ void emit_main_loop(std::ostringstream& os, const Problem& p) {
     }
     wg_wait<0>();
     acc_fence(acc);
-    if (lane == 0) release(empty_bar + 8 * prev);
+    if (prev >= 0 && lane == 0) release(empty_bar + 8 * prev);  // prev < 0: an empty K range
 
 )";
         return;
@@ -211,7 +211,7 @@ void emit_main_loop(std::ostringstream& os, const Problem& p) {
 #pragma unroll
       for (int i = 0; i < NACC; ++i) acc[i] += part[i] * ((i & 2) ? hi : lo);  // i & 2: the row + 8 half
     };
-    issue(part0, kb0, sc0_lo, sc0_hi, s0);
+    if (kb0 < kb1) issue(part0, kb0, sc0_lo, sc0_hi, s0);  // (an empty K range adds nothing)
     for (int kb = kb0; kb < kb1; kb += 2) {
       if (kb + 1 < kb1) { issue(part1, kb + 1, sc1_lo, sc1_hi, s1); wg_wait<1>(); } else { wg_wait<0>(); }
       retire(part0, sc0_lo, sc0_hi, s0);
