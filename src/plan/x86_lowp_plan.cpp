@@ -414,9 +414,13 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // Threads: enough work for each (an AMX core does a 16x16x64 int8 tile product in 16 cycles, so it needs
     // far more work per thread than the vector steps to pay for the fan-out), tile-aligned chunks, N first
     // (each thread then packs only its own part of B).
+    // A call with few rows is bound by reading (and packing) B instead: a thread per megabyte of B as well (16
+    // cores of the GPU machine's host, 1x4096x4096 bf16 with B stored K x N: 2 threads by the products alone ran
+    // at 0.39x oneDNN's 16).
     const double per_thread = amx ? 16.0e6 : 2.0e6;
+    const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, p.flops() / per_thread)));
+    threads = static_cast<int>(std::min<double>(threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6})));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.n_chunks = static_cast<int>(std::min(ceil_div(p.n, nr), per_batch));
