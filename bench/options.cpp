@@ -311,10 +311,16 @@ Options parse_args(int argc, char** argv) {
             throw UsageError(e.what());
         }
         if (o.shapes.empty()) throw UsageError(shapes_path + ": no shapes");
+        // A batched row without strides (no stride columns, or all three 0) is tightly packed; a row that gives
+        // C's stride keeps A's and B's as written (0: one matrix shared by every batch, as JITMM_RECORD writes it).
         for (ShapeRow& row : o.shapes) {
-            if (row.desc.batch_count > 1 && row.desc.stride_c == 0) {
-                row.desc.stride_c = tight_stride(operand_c(row.desc));
+            jitmm_matmul_desc& d = row.desc;
+            if (d.batch_count <= 1 || d.stride_c != 0) continue;
+            if (d.stride_a == 0 && d.stride_b == 0) {
+                d.stride_a = tight_stride(operand_a(d));
+                d.stride_b = tight_stride(operand_b(d));
             }
+            d.stride_c = tight_stride(operand_c(d));
         }
         return o;
     }

@@ -815,6 +815,16 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     Case llm{128, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     CHECK(jitmm::plan::plan_sm90_gemm(problem_of(llm), h100).cluster_m == 1);  // one tile row: nothing to pair
     CHECK(pbig.smem_bytes() <= h100.smem_per_block_optin);
+    // Shared weights (B's batch stride 0): read in place at batch 0 by every batch, and a staged copy holds one.
+    Case shared_nt{512, 1024, 256, 4, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    shared_nt.share_b = true;
+    const auto shared_plan = jitmm::plan::plan_sm90_gemm(problem_of(shared_nt), h100);
+    CHECK((shared_plan.b_shared && !shared_plan.a_shared && !shared_plan.stage_b));
+    Case shared_tf32{512, 1024, 256, 4, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};
+    shared_tf32.share_b = true;
+    const auto shared_staged = jitmm::plan::plan_sm90_gemm(problem_of(shared_tf32), h100);
+    CHECK((shared_staged.b_shared && shared_staged.stage_b));
+    CHECK(shared_staged.staged_bytes(problem_of(shared_tf32), false) == 1024 * 256 * 4);
     // A recipe cannot split K into more ranges than it has k-blocks (K = 200 bf16: 4 of 64).
     Case short_k{256, 256, 200, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     try {
@@ -1139,6 +1149,11 @@ TEST_CASE("cuda sm90: wgmma kernels against float64", "[cuda]") {
     f16_nn_pad.ldb_pad = 1, f16_nn_pad.share_b = true;  // B stored K x N, 201-element rows, one for both batches
     f16_nn_pad.want_generator = kSm90;
     cases.push_back(f16_nn_pad);
+    // Shared weights read in place (B's batch stride 0, K-major) with a batched epilogue.
+    Case shared_w{300, 640, 384, 3, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32};
+    shared_w.share_b = true, shared_w.bias = BiasKind::per_column, shared_w.act = Activation::relu;
+    shared_w.want_generator = kSm90;
+    cases.push_back(shared_w);
     // Misaligned base pointers: the SM80 fallback for 16-bit types.
     Case offset{256, 256, 256, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     offset.ptr_offset = 1;

@@ -304,6 +304,7 @@ TmaOperand sm90_operand(const Problem& p, const plan::Sm90GemmPlan& plan, bool i
     o.ld = is_a ? p.lda : p.ldb;
     o.batch = p.batch;
     o.stride = is_a ? p.stride_a : p.stride_b;
+    if (is_a ? plan.a_shared : plan.b_shared) o.batch = 1;  // every batch reads this one matrix
     if (is_a ? plan.stage_a : plan.stage_b) {  // the packed K-major copy in the workspace
         o.ld = plan.staged_ld(p);
         o.stride = o.rows * o.ld;
@@ -395,8 +396,9 @@ private:
     // Launches the staging copy of operand a (or b) from src into dst; returns dst.
     const void* stage(CUfunction f, const void* src, void* dst, bool a, void* stream) const {
         const int64_t rows = a ? p_.m : p_.n;
+        const int64_t batches = (a ? sm90_->a_shared : sm90_->b_shared) ? 1 : p_.batch;  // a shared one: once
         const unsigned grid[3] = {static_cast<unsigned>((rows + 31) / 32), static_cast<unsigned>((p_.k + 31) / 32),
-                                  static_cast<unsigned>(std::min<int64_t>(p_.batch, 65535))};
+                                  static_cast<unsigned>(std::min<int64_t>(batches, 65535))};
         void* params[] = {&src, &dst};
         main_.launch_other(f, grid, 256, params, stream);
         return dst;

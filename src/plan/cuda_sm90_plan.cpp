@@ -54,14 +54,14 @@ bool dtypes_supported(const Problem& p, std::string* why) {
 
 // wgmma reads tf32, s8 and fp8 tiles K-major only: an operand of those types stored M/N-major (A transposed,
 // B not transposed) is staged, copied K-major first.
-// An operand TMA cannot read in place, with rows or batch strides off 16 bytes (or a broadcast batch), is
-// staged too (a packed copy). Staged copies are always K-major, rows staged_ld() elements apart.
+// An operand TMA cannot read in place, with rows or batch strides off 16 bytes, is staged too (a packed
+// copy). A shared operand (batch stride 0) is read in place at batch 0. Staged copies are always K-major, rows staged_ld() elements apart.
 bool needs_staging(const Problem& p, bool a) {
     const int64_t e = dtype_size(a ? p.a_type : p.b_type);
     const bool mn_major = a ? p.trans_a != 0 : p.trans_b == 0;
     if (e != 2 && mn_major) return true;
     const int64_t ld = a ? p.lda : p.ldb, stride = a ? p.stride_a : p.stride_b;
-    return !aligned16(ld, e) || (p.batch > 1 && (stride <= 0 || !aligned16(stride, e)));
+    return !aligned16(ld, e) || (p.batch > 1 && stride != 0 && !aligned16(stride, e));
 }
 
 // Per-block fp8 scales: a tile's columns must lie in one 128-column scale block of B, and the per-k-block
@@ -159,6 +159,7 @@ void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
     w.i64('n', ctas).i64('l', cluster_m).i64('k', split_k).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
     w.i64('p', c_pass_bytes).i64('x', stage_a).i64('x', stage_b).i64('t', split_tiles);
+    w.i64('o', a_shared).i64('o', b_shared);
 }
 
 int64_t Sm90GemmPlan::tiles(const Problem& p) const { return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch; }
@@ -185,7 +186,8 @@ int64_t Sm90GemmPlan::staged_ld(const Problem& p) const {
 
 int64_t Sm90GemmPlan::staged_bytes(const Problem& p, bool a) const {
     if (!(a ? stage_a : stage_b)) return 0;
-    const int64_t bytes = p.batch * (a ? p.m : p.n) * staged_ld(p) * dtype_size(a ? p.a_type : p.b_type);
+    const int64_t batches = (a ? a_shared : b_shared) ? 1 : p.batch;
+    const int64_t bytes = batches * (a ? p.m : p.n) * staged_ld(p) * dtype_size(a ? p.a_type : p.b_type);
     return ceil_div(bytes, 256) * 256;
 }
 
@@ -229,6 +231,8 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     plan.bk = static_cast<int>(128 / e);
     plan.stage_a = needs_staging(p, true);
     plan.stage_b = needs_staging(p, false);
+    plan.a_shared = p.batch > 1 && p.stride_a == 0;
+    plan.b_shared = p.batch > 1 && p.stride_b == 0;
     plan.a_k_major = !p.trans_a || plan.stage_a;
     plan.b_k_major = p.trans_b || plan.stage_b;
     plan.c_tma = c_tma_applies(p);

@@ -30,6 +30,9 @@ struct Sm90GemmPlan {
     // tf32, s8 and fp8 operands stored M/N-major (wgmma reads those types K-major only) are first copied
     // K-major into the workspace by a transpose kernel of the same module; the GEMM reads the copy.
     bool stage_a = false, stage_b = false;
+    // One matrix for every batch (batch stride 0, shared weights): every batch reads batch 0 of its tensor map
+    // (and a staged copy holds one batch).
+    bool a_shared = false, b_shared = false;
     bool c_pairs = true;        // two adjacent C elements per store (ldc and N even)
     bool c_tma = false;         // the epilogue writes a swizzled C tile into shared memory and the copy engine
                                 // stores it while the consumers go on with the next tile

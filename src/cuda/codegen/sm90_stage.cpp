@@ -20,12 +20,14 @@ void emit_sm90_stage_kernel(std::ostringstream& os, const Problem& p, const plan
        << type << "* __restrict__ dst) {\n";
     os << "  typedef " << type << " T;\n";
     os << "  constexpr int R = " << rows << ", KK = " << p.k << ";\n";
+    // A shared operand (batch stride 0) is copied once.
+    os << "  constexpr i64 BATCHES = " << ((a ? plan.a_shared : plan.b_shared) ? 1 : p.batch) << ";\n";
     os << "  constexpr i64 LD = " << ld << ", STRIDE = " << stride << ", DST_LD = " << plan.staged_ld(p)
        << ", DST_STRIDE = (i64)R * DST_LD;\n";
     os << "  const int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32, tx = threadIdx.x % 32, ty = threadIdx.x / 32;\n";
     if (mn_major) {
         os << R"(  __shared__ T tile[32][33];
-  for (i64 b = blockIdx.z; b < BATCH; b += gridDim.z) {
+  for (i64 b = blockIdx.z; b < BATCHES; b += gridDim.z) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int k = k0 + ty + 8 * j, r = r0 + tx;
@@ -42,7 +44,7 @@ void emit_sm90_stage_kernel(std::ostringstream& os, const Problem& p, const plan
 }
 )";
     } else {
-        os << R"(  for (i64 b = blockIdx.z; b < BATCH; b += gridDim.z) {
+        os << R"(  for (i64 b = blockIdx.z; b < BATCHES; b += gridDim.z) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int r = r0 + ty + 8 * j, k = k0 + tx;

@@ -361,21 +361,23 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
         const u32 bar = full_bar + 8 * s, sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
         mbar_expect_tx(bar, STAGE_BYTES);               // out-of-bounds parts are zero-filled and still counted
 )";
-    if (plan.a_k_major) os << "        tma_load(sa, &tma_a, bar, kb * BK, m0, batch);\n";
+    // A shared operand (batch stride 0) is read at batch 0 by every batch.
+    const std::string a_batch = plan.a_shared ? "0" : "batch", b_batch = plan.b_shared ? "0" : "batch";
+    if (plan.a_k_major) os << "        tma_load(sa, &tma_a, bar, kb * BK, m0, " << a_batch << ");\n";
     else
-        os << "#pragma unroll\n        for (int j = 0; j < BM / 64; ++j) tma_load(sa + j * BK * 128, &tma_a, bar, m0 + 64 * j, kb * BK, batch);\n";
+        os << "#pragma unroll\n        for (int j = 0; j < BM / 64; ++j) tma_load(sa + j * BK * 128, &tma_a, bar, m0 + 64 * j, kb * BK, " << a_batch << ");\n";
     if (cluster == 1) {
-        if (plan.b_k_major) os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, batch);\n";
+        if (plan.b_k_major) os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, " << b_batch << ");\n";
         else
-            os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j) tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, batch);\n";
+            os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j) tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, " << b_batch << ");\n";
     } else {
         // This CTA's share of B, written into both CTAs of the pair.
         os << "        // B: this CTA loads its half and multicasts it to the pair\n";
         if (plan.b_k_major)
-            os << "        tma_load_multicast(sb + rank * (BN / 2) * 128, &tma_b, bar, kb * BK, n0 + rank * (BN / 2), batch, 3);\n";
+            os << "        tma_load_multicast(sb + rank * (BN / 2) * 128, &tma_b, bar, kb * BK, n0 + rank * (BN / 2), " << b_batch << ", 3);\n";
         else
             os << "#pragma unroll\n        for (int j = rank * (BN / 128); j < (rank + 1) * (BN / 128); ++j)\n"
-                  "          tma_load_multicast(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, batch, 3);\n";
+                  "          tma_load_multicast(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, " << b_batch << ", 3);\n";
     }
     os << R"(        if (++s == STAGES) { s = 0; phase ^= 1u; }
       }
