@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
 namespace jitmm::x86 {
@@ -170,7 +169,8 @@ void GemmF32Kernel::run(const RunArgs& args) const {
 }
 
 // Loop order: N blocks, K blocks (B packed once per block into L2-sized panels), then row tiles outermost
-// (each A row tile packed into an L1-resident panel) and the B panels innermost, streaming from L2.
+// (each A row tile packed into an L1-resident panel, or a small A read in place) and the B panels innermost,
+// streaming from L2.
 // B blocks are double buffered: while one block's tiles run, each microkernel call prefetches (b_prefetch,
 // spread over its K loop) one run of the next block's source, and the driver packs what the earlier calls
 // brought into L2, so that the next block's reads from memory overlap the FMAs instead of stalling a packing
