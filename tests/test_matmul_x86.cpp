@@ -538,6 +538,10 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     jitmm::Problem aliased_t = plain_problem(128, 128, 128, true, false);
     aliased_t.lda = 2048;  // A transposed: successive k 8 KiB apart
     CHECK(jitmm::plan::plan_x86_gemm_f32(aliased_t, cpu, isa, 1).pack_a);
+    // Two B blocks share L2 (one in use, one packed ahead): a quarter of L2 each for a transposed B with few
+    // row tiles, half for the rest.
+    CHECK(llm.nc * llm.kc * 4 <= 512 * 1024);
+    CHECK(big.nc * big.kc * 4 > 512 * 1024);
     // B read in place from memory prefetches its rows ahead; packed or small B does not.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k > 0);
     CHECK(big.layout.b_prefetch_k == 0);
