@@ -41,7 +41,7 @@ private:
     std::atomic<uint64_t> generation_{0};  // written under state_mutex_, read by spinning workers too
     std::atomic<int64_t> next_task_{0};
     std::atomic<int64_t> tasks_done_{0};
-    int workers_active_ = 0;
+    std::atomic<int> workers_active_{0};  // written under state_mutex_, read by the spinning caller too
     bool stopping_ = false;
 };
 
