@@ -41,7 +41,6 @@ T upgraded(const T* given, size_t first_new_field) {
 }
 
 bool is_int8(jitmm_dtype t) { return t == JITMM_DTYPE_S8 || t == JITMM_DTYPE_U8; }
-bool is_fp8(jitmm_dtype t) { return t == JITMM_DTYPE_F8_E4M3 || t == JITMM_DTYPE_F8_E5M2; }
 bool is_float(jitmm_dtype t) {
     return t == JITMM_DTYPE_F32 || t == JITMM_DTYPE_F16 || t == JITMM_DTYPE_BF16 || t == JITMM_DTYPE_F8_E4M3 ||
            t == JITMM_DTYPE_F8_E5M2;
@@ -64,7 +63,7 @@ void check_quantization(const jitmm_matmul_desc& d, Problem& p) {
     p.b_scale = check_scale_mode(d.b_scale_mode, "b_scale_mode", JITMM_SCALE_PER_COLUMN);
     if (p.a_scale != ScaleMode::none || p.b_scale != ScaleMode::none) {
         const char* field = p.a_scale != ScaleMode::none ? "a_scale_mode" : "b_scale_mode";
-        const bool fp8 = is_fp8(p.a_type) && is_fp8(p.b_type);
+        const bool fp8 = dtype_is_fp8(p.a_type) && dtype_is_fp8(p.b_type);
         if (!fp8 && (!is_int8(p.a_type) || !is_int8(p.b_type)))
             fail(JITMM_STATUS_INVALID_VALUE, std::string("desc.") + field +
                                                  ": scales dequantize s8/u8 or fp8 inputs, but a_type is " +

@@ -18,6 +18,8 @@ inline int64_t dtype_size(jitmm_dtype t) {
     return 0;
 }
 
+inline bool dtype_is_fp8(jitmm_dtype t) { return t == JITMM_DTYPE_F8_E4M3 || t == JITMM_DTYPE_F8_E5M2; }
+
 // nullptr for values out of range.
 const char* dtype_name_or_null(int value);
 const char* epilogue_name_or_null(int value);

@@ -8,6 +8,13 @@ namespace jitmm {
 
 namespace {
 constexpr int kSpinIterations = 20000;  // about 0.1-0.5 ms of pause instructions
+
+// Pauses until done() or the spin budget runs out; waking a sleeping thread costs tens of microseconds, as
+// much as a small matmul, so both sides of a job spin briefly before they sleep.
+template <typename Done>
+void spin_until(Done done) {
+    for (int spin = 0; spin < kSpinIterations && !done(); ++spin) __builtin_ia32_pause();
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -35,10 +42,8 @@ void ThreadPool::worker_loop() {
     for (;;) {
         const TaskFn* job;
         int64_t n;
-        // Spin briefly before sleeping: kernels tend to come back to back (one per layer), and waking a
-        // sleeping thread costs tens of microseconds, as much as a small matmul.
-        for (int spin = 0; spin < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++spin)
-            __builtin_ia32_pause();
+        // Kernels tend to come back to back (one per layer).
+        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
         {
             std::unique_lock<std::mutex> lock(state_mutex_);
             wake_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
@@ -75,14 +80,12 @@ void ThreadPool::parallel_for(int64_t n, const TaskFn& fn) {
     }
     wake_cv_.notify_all();
     drain(fn, n);
-    // Wait until every task finished and no worker still holds a reference to fn: spinning first, for the
-    // same reason the workers do (the last worker is usually a few microseconds behind, and a sleeping caller
-    // costs tens of microseconds to wake); the check that counts is the one under the lock below, where job_
-    // is also cleared, so a worker that wakes late finds no job.
-    for (int spin = 0; spin < kSpinIterations && !(tasks_done_.load(std::memory_order_acquire) == n &&
-                                                    workers_active_.load(std::memory_order_acquire) == 0);
-         ++spin)
-        __builtin_ia32_pause();
+    // Wait until every task finished and no worker still holds a reference to fn, spinning first (the last
+    // worker is usually a few microseconds behind); the check that counts is the one under the lock below,
+    // where job_ is also cleared, so a worker that wakes late finds no job.
+    spin_until([&] {
+        return tasks_done_.load(std::memory_order_acquire) == n && workers_active_.load(std::memory_order_acquire) == 0;
+    });
     std::unique_lock<std::mutex> lock(state_mutex_);
     done_cv_.wait(lock, [&] { return tasks_done_.load() == n && workers_active_ == 0; });
     job_ = nullptr;

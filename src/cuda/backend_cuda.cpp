@@ -513,8 +513,7 @@ public:
             if (plan::sm90_applies(p, target_, &why_not_sm90))
                 return std::make_unique<CudaPlan>(p, plan::plan_sm90_gemm(p, target_), target_, device_);
             // fp8 has only the Hopper kernel: say why that one cannot take it.
-            const bool fp8 = p.a_type == JITMM_DTYPE_F8_E4M3 || p.a_type == JITMM_DTYPE_F8_E5M2;
-            if (fp8 && target_.arch == "sm_90a")
+            if (dtype_is_fp8(p.a_type) && target_.arch == "sm_90a")
                 fail(JITMM_STATUS_UNSUPPORTED, "cuda: fp8 runs on the Hopper (wgmma) kernel only, which cannot take "
                                                "this problem: " + why_not_sm90);
             return std::make_unique<CudaPlan>(p, plan::plan_cuda_gemm(p, target_), target_, device_);

@@ -16,7 +16,6 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-bool is_fp8(jitmm_dtype t) { return t == JITMM_DTYPE_F8_E4M3 || t == JITMM_DTYPE_F8_E5M2; }
 bool aligned16(int64_t elements, int64_t element_bytes) { return (elements * element_bytes) % 16 == 0; }
 std::string name(jitmm_dtype t) { return dtype_name_or_null(t) ? dtype_name_or_null(t) : "?"; }
 
@@ -25,7 +24,7 @@ std::string name(jitmm_dtype t) { return dtype_name_or_null(t) ? dtype_name_or_n
 bool dtypes_supported(const Problem& p, std::string* why) {
     const std::string combo = name(p.a_type) + "*" + name(p.b_type) + "->" + name(p.c_type);
     bool ok = false;
-    if (is_fp8(p.a_type) && is_fp8(p.b_type))
+    if (dtype_is_fp8(p.a_type) && dtype_is_fp8(p.b_type))
         ok = p.c_type == JITMM_DTYPE_F32 || p.c_type == JITMM_DTYPE_BF16 || p.c_type == JITMM_DTYPE_F16;
     else if (p.a_type == p.b_type && (p.a_type == JITMM_DTYPE_F16 || p.a_type == JITMM_DTYPE_BF16))
         ok = p.c_type == p.a_type || p.c_type == JITMM_DTYPE_F32;
@@ -37,7 +36,7 @@ bool dtypes_supported(const Problem& p, std::string* why) {
         if (why) *why = "no wgmma kernel for " + combo;
         return false;
     }
-    if (p.quantized() && !is_fp8(p.a_type)) {
+    if (p.quantized() && !dtype_is_fp8(p.a_type)) {
         if (why) *why = "dequantization scales on the GPU are for fp8 inputs only (" + combo + ")";
         return false;
     }
@@ -52,16 +51,34 @@ bool dtypes_supported(const Problem& p, std::string* why) {
     return true;
 }
 
-// wgmma reads tf32, s8 and fp8 tiles K-major only: an operand of those types stored M/N-major (A transposed,
-// B not transposed) is staged, copied K-major first.
-// An operand TMA cannot read in place, with rows or batch strides off 16 bytes, is staged too (a packed
-// copy). A shared operand (batch stride 0) is read in place at batch 0. Staged copies are always K-major, rows staged_ld() elements apart.
+// Whether an operand is staged (copied K-major and packed, rows staged_ld() elements apart, before the GEMM):
+// wgmma reads tf32, s8 and fp8 tiles K-major only, so those types stored M/N-major (A transposed, B not
+// transposed) are; so is any operand whose rows or batch strides TMA cannot address (off 16 bytes). A shared
+// operand (batch stride 0) is read in place at batch 0.
 bool needs_staging(const Problem& p, bool a) {
     const int64_t e = dtype_size(a ? p.a_type : p.b_type);
     const bool mn_major = a ? p.trans_a != 0 : p.trans_b == 0;
     if (e != 2 && mn_major) return true;
     const int64_t ld = a ? p.lda : p.ldb, stride = a ? p.stride_a : p.stride_b;
     return !aligned16(ld, e) || (p.batch > 1 && stride != 0 && !aligned16(stride, e));
+}
+
+constexpr int kMaxStages = 12;
+
+// Whether the plan fits the block's shared memory, after narrowing the shared C tile (asynchronous C store)
+// as far as it goes: a deep pipeline may need the room.
+bool fit_shared_memory(Sm90GemmPlan& plan, const CudaTarget& target) {
+    while (plan.smem_bytes() > target.smem_per_block_optin && plan.c_tma && plan.c_pass_bytes > 128)
+        plan.c_pass_bytes /= 2;
+    return plan.smem_bytes() <= target.smem_per_block_optin;
+}
+
+// The deepest pipeline (2..kMaxStages stages) that fits with the plan's C tile as it is.
+int deepest_stages(Sm90GemmPlan plan, const CudaTarget& target) {
+    int stages = 2;
+    for (plan.stages = 3; plan.stages <= kMaxStages && plan.smem_bytes() <= target.smem_per_block_optin; ++plan.stages)
+        stages = plan.stages;
+    return stages;
 }
 
 // Per-block fp8 scales: a tile's columns must lie in one 128-column scale block of B, and the per-k-block
@@ -84,8 +101,8 @@ bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target
     if (text == nullptr || std::strncmp(text, "sm90:", 5) != 0) return false;
     int bm = 0, bn = 0, stages = 0, cluster = 1, split = 1, tail = 0;
     const int fields = std::sscanf(text, "sm90:%dx%dx%dx%dx%dx%d", &bm, &bn, &stages, &cluster, &split, &tail);
-    if (fields < 3 || (bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 != 0 || stages < 2 || stages > 12 ||
-        (cluster != 1 && cluster != 2) || split < 1 || split > 16 || (split > 1 && cluster > 1) ||
+    if (fields < 3 || (bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 != 0 || stages < 2 ||
+        stages > kMaxStages || (cluster != 1 && cluster != 2) || split < 1 || split > 16 || (split > 1 && cluster > 1) ||
         (tail != 0 && tail != 1))
         fail(JITMM_STATUS_INVALID_VALUE,
              std::string("sm90 recipe: expected sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT_K[xTAIL]]] (BM 64 or 128, BN "
@@ -107,11 +124,8 @@ bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target
     if (split > 1 && plan.split_tiles == 0) plan.split_k = 1;  // no partial wave: nothing to split
     if (cluster == 2 && !b_splits(plan))
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + ": B tile cannot be split in two");
-    // A deep pipeline may need a narrower shared C tile.
     plan.c_pass_bytes = 512;
-    while (plan.smem_bytes() > target.smem_per_block_optin && plan.c_tma && plan.c_pass_bytes > 128)
-        plan.c_pass_bytes /= 2;
-    if (plan.smem_bytes() > target.smem_per_block_optin)
+    if (!fit_shared_memory(plan, target))
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + " needs " +
                                              std::to_string(plan.smem_bytes()) + " bytes of shared memory");
     return true;
@@ -212,14 +226,14 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
     const bool stage_a = needs_staging(p, true), stage_b = needs_staging(p, false);
     // A staged copy is read (and written) once more than the operand itself: worth it when the other side
     // reuses it; with few rows or columns the SM80 kernel reads it in place. fp8 has no SM80 kernel.
-    if (!is_fp8(p.a_type) && ((stage_a && p.n <= 64) || (stage_b && p.m <= 64)))
+    if (!dtype_is_fp8(p.a_type) && ((stage_a && p.n <= 64) || (stage_b && p.m <= 64)))
         return no(name(p.a_type) + " operand staged (M/N-major, or rows TMA cannot address) with at most 64 rows "
                   "or columns on the other side: the SM80 kernel reads it in place");
     if (p.m > (int64_t{1} << 31) - 256 || p.n > (int64_t{1} << 31) - 256 || p.k > (int64_t{1} << 31) - 256 ||
         p.batch > (int64_t{1} << 31))
         return no("dimensions beyond TMA's 32-bit coordinates");
     // Decode shapes stream B at memory speed on the SM80 skinny kernel; fp8 has no kernel there.
-    if (p.m <= 16 && !p.trans_a && p.trans_b && !is_fp8(p.a_type)) return no("decode shape: the skinny kernel");
+    if (p.m <= 16 && !p.trans_a && p.trans_b && !dtype_is_fp8(p.a_type)) return no("decode shape: the skinny kernel");
     return true;
 }
 
@@ -303,13 +317,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     // As deep as shared memory allows (up to 12): the producer runs that many k-blocks ahead. Small tiles
     // (the few-tile LLM shapes, bound by streaming the weights) need the bytes in flight (H100, 128x4096x4096
     // bf16 on 64x64 tiles: 6 stages 19.5 us, 8 stages 18.1, 12 stages 17.2; 128x4096x11008 45.7 -> 41.4).
-    plan.stages = 2;
-    while (plan.stages < 12) {
-        Sm90GemmPlan deeper = plan;
-        ++deeper.stages;
-        if (deeper.smem_bytes() > target.smem_per_block_optin) break;
-        plan.stages = deeper.stages;
-    }
+    plan.stages = deepest_stages(plan, target);
     // An N-major B arrives as bn / 64 separate boxes per stage: over a long K a fourth stage hides their
     // latency better, bought with a narrower shared C tile (H100, bf16 NN, same-run medians, 3 -> 4 stages:
     // 8192^3 705-742 -> 751-752 TFLOP/s, 2048x4096x14336 708 -> 746, 4096x4096x11008 712 -> 763; at K = 4096
@@ -317,8 +325,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     if (plan.stages == 3 && !plan.b_k_major && plan.c_tma && p.k >= 8192) {
         Sm90GemmPlan deeper = plan;
         deeper.stages = 4;
-        while (deeper.smem_bytes() > target.smem_per_block_optin && deeper.c_pass_bytes > 128) deeper.c_pass_bytes /= 2;
-        if (deeper.smem_bytes() <= target.smem_per_block_optin) plan = deeper;
+        if (fit_shared_memory(deeper, target)) plan = deeper;
     }
     // CTA pairs sharing B (cluster 2x1, each loads half and multicasts it) are correct but measured 2x slower
     // per CTA on the H100 (4096^3 bf16: 337 vs 646 TFLOP/s, at any grid size), so they are only a knob
@@ -345,14 +352,7 @@ std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget
             t.consumers = consumers;
             t.bm = 64 * consumers;
             t.bn = bn;
-            t.stages = 2;
-            while (t.stages < 12) {
-                ++t.stages;
-                if (t.smem_bytes() > target.smem_per_block_optin) {
-                    --t.stages;
-                    break;
-                }
-            }
+            t.stages = deepest_stages(t, target);
             if (t.smem_bytes() > target.smem_per_block_optin) continue;
             // Tiles far wider than the problem only add waste.
             if (bn > 64 && p.n <= bn / 2) continue;

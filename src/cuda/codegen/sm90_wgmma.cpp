@@ -232,7 +232,7 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     const int64_t units_m = ceil_div(tiles_m, cluster);
     // Rows past M: a partial last tile, or the second tile of a CTA pair whose first tile is the last one.
     const bool tail_m = p.m % plan.bm != 0 || tiles_m % cluster != 0, tail_n = p.n % plan.bn != 0;
-    const bool fp8 = p.a_type == JITMM_DTYPE_F8_E4M3 || p.a_type == JITMM_DTYPE_F8_E5M2;
+    const bool fp8 = dtype_is_fp8(p.a_type);
 
     GeneratedKernel out;
     out.name = "jitmm_sm90_wgmma";
