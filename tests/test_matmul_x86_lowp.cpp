@@ -1527,3 +1527,75 @@ TEST_CASE("x86 lowp: validation of scales and zero points, honest UNSUPPORTED, o
     INFO(jitmm_last_error_message());
     CHECK(st == JITMM_STATUS_SUCCESS);
 }
+
+namespace {
+
+// C of one call with fixed random inputs (seeded per shape), as raw bytes: the same problem on engines with
+// different thread counts must give the same bits (threads split N and M, never K).
+std::vector<uint8_t> run_for_bits(jitmm_engine* e, const jitmm_matmul_desc& d, uint32_t seed) {
+    std::mt19937 rng(seed);
+    Buffer a(d.a_type, size_t(d.m * d.k)), b(d.b_type, size_t(d.k * d.n)), c(d.c_type, size_t(d.m * d.n));
+    fill_random(a, rng);
+    fill_random(b, rng);
+    std::memset(c.data(), 0xff, c.bytes.size());
+    jitmm_matmul_args args;
+    REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+    args.a = a.data();
+    args.b = b.data();
+    args.c = c.data();
+    const jitmm_status st = jitmm_matmul(e, &d, &args);
+    INFO(jitmm_last_error_message());
+    REQUIRE(st == JITMM_STATUS_SUCCESS);
+    return std::vector<uint8_t>(c.bytes.begin(), c.bytes.end());
+}
+
+}  // namespace
+
+TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 threads, exact and bit-identical",
+          "[x86][lowp][amx]") {
+    // B large enough that the planner gives a thread per megabyte of B (decode rows: B stored N x K swaps the
+    // AMX roles, K x N packs B), and a few rows enough for a 2D split; odd N and K, every tier this CPU has.
+    std::mt19937 rng(7161);
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32}};
+    struct Shape {
+        int64_t m, n, k;
+        bool tb;
+    };
+    // (B stored N x K with rows of whole cache lines takes the swapped AMX path; K = 4099 does not.)
+    const Shape shapes[] = {{1, 2111, 4096, true}, {2, 1999, 2304, true}, {3, 2049, 1601, false},
+                            {4, 1187, 4160, true}, {16, 2100, 2111, false}, {1, 3001, 1999, false},
+                            {200, 517, 1200, false}, {97, 1043, 768, true}, {1, 2111, 4099, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        if (tier.isa != X86Isa::amx && tier.isa != X86Isa::avx512_vnni && tier.isa != X86Isa::avx2) continue;
+        EngineGuard one{make_engine(tier.name, 1)};
+        for (int threads : {3, 5, 16}) {
+            INFO("tier " << tier.name << " threads " << threads);
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                const auto& in = ins[(it + threads) % 3];
+                Case c;
+                c.a = in[0];
+                c.b = in[1];
+                c.c = in[2];
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.tb = s.tb;
+                check_case(e.e, c, rng);
+                jitmm_matmul_desc d;
+                jitmm_matmul_desc_init(&d);
+                d.m = s.m; d.n = s.n; d.k = s.k;
+                d.a_type = in[0]; d.b_type = in[1]; d.c_type = in[2];
+                d.trans_b = s.tb;
+                const uint32_t seed = 100 + it;
+                const auto ref = run_for_bits(one.e, d, seed);
+                CHECK(run_for_bits(e.e, d, seed) == ref);
+                CHECK(run_for_bits(e.e, d, seed) == ref);
+                ++it;
+            }
+        }
+    }
+}
