@@ -3,6 +3,7 @@
 // without a driver. GPU part ([cuda], skipped with a message when there is no device): results against a
 // float64 host reference for every dtype, layout, odd shapes, batches, epilogues, alpha/beta, padded and
 // misaligned leading dimensions, misaligned pointers and a non-default stream; outputs poisoned first.
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/problem.hpp"
 #include "cuda/backend_cuda.hpp"
@@ -614,12 +615,14 @@ TEST_CASE("cuda: generated kernels compile with NVRTC for sm_80, sm_90a and sm_1
         WARN("SKIPPED: " << jitmm::cuda::nvrtc_unavailable_reason());
         return;
     }
-    // Shapes that reach each family and operand path: big aligned (cp.async both), decode (skinny),
-    // odd tails with 4-/1-byte M/N-major operands (vector), misaligned leading dimensions (scalar), batches.
+    // Shapes that reach each family and operand path: big aligned (cp.async both), decode (gemv, and skinny
+    // when rows break 16 bytes), odd tails with 4-/1-byte M/N-major operands (vector), misaligned leading
+    // dimensions (scalar), batches.
     std::vector<Case> shapes;
     shapes.push_back({4096, 4096, 4096});
     shapes.push_back({1, 4096, 4096, 1, false, true});
     shapes.push_back({16, 11008, 4096, 1, false, true});
+    shapes.push_back({5, 300, 257, 1, false, true, JITMM_DTYPE_F16, JITMM_DTYPE_F16, 1, 1, 0});  // decode, rows off 16 B
     shapes.push_back({1000, 33, 4097, 1, true, false});
     shapes.push_back({7, 1000, 33, 1, true, true, JITMM_DTYPE_F16, JITMM_DTYPE_F16, 1, 1, 1});
     Case epi{256, 256, 256, 3, false, false};
@@ -851,7 +854,18 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     using jitmm::plan::OperandPath;
 
     Case decode{1, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
-    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::skinny);
+    const auto pg = jitmm::plan::plan_cuda_gemm(problem_of(decode), h100);
+    CHECK(pg.family == CudaKernelFamily::gemv);
+    CHECK(pg.gemv_smem_bytes(decode.m) <= h100.smem_per_block_optin);
+    // An sm_86 block has ~99 KB of shared memory: the ring gets shallower, never past the limit.
+    const auto a10 = jitmm::plan::cuda_target_from_arch("sm_86");
+    const auto pg86 = jitmm::plan::plan_cuda_gemm(problem_of(decode), a10);
+    CHECK(pg86.family == CudaKernelFamily::gemv);
+    CHECK(pg86.gemv_smem_bytes(decode.m) <= a10.smem_per_block_optin);
+    Case decode_odd = decode;
+    decode_odd.ldb_pad = 1;  // rows off 16 bytes: element loads
+    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode_odd), h100).family == CudaKernelFamily::skinny);
+    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100, false).family == CudaKernelFamily::skinny);
     decode.tb = false;  // B stored K x N: the tiled kernel
     CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::tiled);
 
@@ -1034,6 +1048,41 @@ TEST_CASE("cuda: batches, broadcast B, padded and misaligned leading dims, misal
         decode_stream.ptr_offset = 1;
         cases.push_back(decode_stream);
     }
+    run_cases(cases);
+}
+
+// The decode kernel (M <= 16, B stored N x K with 16-byte rows): weight rows through a cp.async ring. Every
+// input type, M across one and two 8-row tiles of A, N and K tails (K * element bytes not a multiple of the
+// 128-256-byte segments, nor of 16 with padded rows), fewer segments than warps, batches, ld > width,
+// every epilogue part, a non-default stream.
+TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "[cuda]") {
+    constexpr const char* kGemv = "cuda_sm80_gemv";
+    std::vector<Case> cases;
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2}, {9, 515, 777, 1},
+                            {16, 1024, 4104, 1}, {16, 17, 40, 3}, {1, 7, 8, 1}, {12, 4097, 11008, 1}};
+    size_t i = 0;
+    for (const DtypePair& d : kDtypes)
+        for (const Shape& sh : shapes) {
+            Case c{sh.m, sh.n, sh.k, sh.batch, false, true, d.in, d.out};
+            // Pad rows to whole 16 bytes where K alone would not (K odd), and sometimes beyond.
+            const int64_t per16 = 16 / static_cast<int64_t>(jitmm::dtype_size(d.in));
+            const int64_t fill = (per16 - sh.k % per16) % per16;
+            c.lda_pad = fill + (i % 3 == 0 ? per16 : 0);
+            c.ldb_pad = fill + (i % 4 == 1 ? 2 * per16 : 0);
+            c.ldc_pad = i % 2;
+            if (i % 5 == 2) {
+                c.bias = i % 2 ? BiasKind::per_column : BiasKind::per_row;
+                c.act = i % 3 ? Activation::gelu_tanh : Activation::silu;
+                c.alpha = 0.5f, c.beta = -1.0f;
+            }
+            c.own_stream = i % 7 == 3;
+            c.want_generator = kGemv;
+            cases.push_back(c);
+            ++i;
+        }
     run_cases(cases);
 }
 

@@ -273,9 +273,10 @@ Artifact compile_sm80_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, 
     Artifact a = package_cubin(generate_sm80_gemm(p, recipe), arch);
     // Pointer alignment the kernel assumes: 16 bytes where it uses vector loads, else the element.
     const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
-    const bool skinny = recipe.family == plan::CudaKernelFamily::skinny;
-    const bool a_vec = skinny ? recipe.skinny_vector : recipe.a_path != plan::OperandPath::scalar;
-    const bool b_vec = skinny ? recipe.skinny_vector : recipe.b_path != plan::OperandPath::scalar;
+    using plan::CudaKernelFamily;
+    const bool tiled = recipe.family == CudaKernelFamily::tiled, gemv = recipe.family == CudaKernelFamily::gemv;
+    const bool a_vec = gemv || (tiled ? recipe.a_path != plan::OperandPath::scalar : recipe.skinny_vector);
+    const bool b_vec = gemv || (tiled ? recipe.b_path != plan::OperandPath::scalar : recipe.skinny_vector);
     a.ints[kAlignA] = a_vec ? 16 : e;
     a.ints[kAlignB] = b_vec ? 16 : e;
     a.ints[kAlignC] = recipe.c_pairs ? 2 * ec : ec;
@@ -450,7 +451,11 @@ public:
 
     const char* generator() const override {
         if (sm90_) return "cuda_sm90_wgmma";
-        return recipe_.family == plan::CudaKernelFamily::skinny ? "cuda_sm80_skinny" : "cuda_sm80_tiled";
+        switch (recipe_.family) {
+            case plan::CudaKernelFamily::skinny: return "cuda_sm80_skinny";
+            case plan::CudaKernelFamily::gemv: return "cuda_sm80_gemv";
+            default: return "cuda_sm80_tiled";
+        }
     }
     int generator_version() const override { return sm90_ ? kSm90GeneratorVersion : kSm80GeneratorVersion; }
     std::string describe() const override { return sm90_ ? sm90_->describe() : recipe_.describe(); }

@@ -51,8 +51,8 @@ OperandPath operand_path(bool k_major, int64_t ld, int64_t stride, int64_t batch
     return k_major || e == 2 ? OperandPath::cp_async : OperandPath::vector;
 }
 
-// JITMM_CUDA_TILE (developer knob for tuning runs): "tiled:BMxBNxWMxWNxSTAGES[xBK_BYTES]" (BK 64 or 128 bytes)
-// or "skinny:NTxKWxU".
+// JITMM_CUDA_TILE (developer knob for tuning runs): "tiled:BMxBNxWMxWNxSTAGES[xBK_BYTES]" (BK 64 or 128 bytes),
+// "skinny:NTxKWxU" or "gemv:WARPSxSTAGESxSEGMENT_BYTESxBLOCKS_PER_SM".
 // Applied where it fits the problem; part of the key like any plan.
 bool apply_override(CudaGemmPlan& plan) {
     const char* text = std::getenv("JITMM_CUDA_TILE");
@@ -75,16 +75,31 @@ bool apply_override(CudaGemmPlan& plan) {
         return true;
     }
     if (std::sscanf(text, "skinny:%dx%dx%d", &v[0], &v[1], &v[2]) == 3) {
-        if (plan.family != CudaKernelFamily::skinny) return false;
+        // Also replaces the gemv kernel (16-byte loads then), to compare the two.
+        if (plan.family == CudaKernelFamily::tiled) return false;
         if (v[0] < 1 || v[0] > 4 || v[1] < 1 || v[1] > 16 || v[2] < 1 || v[2] > 8)
             fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad skinny shape \"") + text + "\"");
+        if (plan.family == CudaKernelFamily::gemv) plan.skinny_vector = true;
+        plan.family = CudaKernelFamily::skinny;
         plan.skinny_row_tiles = v[0];
         plan.skinny_warps = v[1];
         plan.skinny_unroll = v[2];
+        plan.min_blocks_per_sm = plan.skinny_warps > 8 ? 1 : 2;
         return true;
     }
-    fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: expected tiled:BMxBNxWMxWNxSTAGES[xBK] or "
-                                                 "skinny:NTxKWxU, got \"") + text + "\"");
+    if (std::sscanf(text, "gemv:%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3]) == 4) {
+        if (plan.family != CudaKernelFamily::gemv) return false;
+        if (v[0] < 1 || v[0] > 16 || v[1] < 2 || v[1] > 8 || (v[2] != 128 && v[2] != 256 && v[2] != 512) || v[3] < 1 ||
+            v[3] > 8)
+            fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad gemv shape \"") + text + "\"");
+        plan.gemv_warps = v[0];
+        plan.gemv_stages = v[1];
+        plan.gemv_segment = v[2];
+        plan.min_blocks_per_sm = v[3];
+        return true;
+    }
+    fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: expected tiled:BMxBNxWMxWNxSTAGES[xBK], "
+                                                 "skinny:NTxKWxU or gemv:WARPSxSTAGESxSEGMENTxBLOCKS, got \"") + text + "\"");
 }
 
 }  // namespace
@@ -99,17 +114,28 @@ const char* operand_path_name(OperandPath p) {
 }
 
 int CudaGemmPlan::threads() const {
-    return 32 * (family == CudaKernelFamily::skinny ? skinny_warps : warps_m * warps_n);
+    switch (family) {
+        case CudaKernelFamily::skinny: return 32 * skinny_warps;
+        case CudaKernelFamily::gemv: return 32 * gemv_warps;
+        default: return 32 * warps_m * warps_n;
+    }
 }
 
 int64_t CudaGemmPlan::smem_bytes(int element_bytes) const {
-    if (family == CudaKernelFamily::skinny) return 0;
+    if (family != CudaKernelFamily::tiled) return 0;
     return int64_t{stages} * (bm + bn) * bk * element_bytes;
+}
+
+int64_t CudaGemmPlan::gemv_smem_bytes(int64_t m) const {
+    return int64_t{gemv_warps} * gemv_stages * (16 + ceil_div(m, 8) * 8) * gemv_segment;
 }
 
 std::string CudaGemmPlan::describe() const {
     char buf[256];
-    if (family == CudaKernelFamily::skinny) {
+    if (family == CudaKernelFamily::gemv) {
+        std::snprintf(buf, sizeof buf, "sm80 gemv (cp.async rows, swap-AB mma.sync) rows=16 warps=%d (split K) stages=%d "
+                      "segment=%dB blocks/SM=%d", gemv_warps, gemv_stages, gemv_segment, min_blocks_per_sm);
+    } else if (family == CudaKernelFamily::skinny) {
         std::snprintf(buf, sizeof buf, "sm80 skinny (swap-AB mma.sync) rows=%d warps=%d (split K) unroll=%d %s loads",
                       16 * skinny_row_tiles, skinny_warps, skinny_unroll, skinny_vector ? "16-byte" : "element");
     } else {
@@ -125,6 +151,7 @@ void CudaGemmPlan::append_key(KeyWriter& w) const {
     w.i64('t', bm).i64('t', bn).i64('t', bk).i64('w', warps_m).i64('w', warps_n).i64('s', stages).i64('g', group_m);
     w.i64('p', static_cast<int64_t>(a_path)).i64('p', static_cast<int64_t>(b_path));
     w.i64('k', skinny_row_tiles).i64('k', skinny_warps).i64('k', skinny_unroll).i64('k', skinny_vector);
+    w.i64('v', gemv_warps).i64('v', gemv_stages).i64('v', gemv_segment);
     w.i64('c', c_pairs).i64('o', min_blocks_per_sm);
 }
 
@@ -194,16 +221,37 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
     CudaGemmPlan plan;
 
     // Decode shapes with B stored N x K (a Linear layer's weight): stream B at memory speed.
-    if (p.m <= 16 && !p.trans_a && p.trans_b) {
+    const bool decode = p.m <= 16 && !p.trans_a && p.trans_b;
+    const bool rows16 = aligned_pointers && aligned16(p.lda, e) && aligned16(p.ldb, e) &&
+                        (p.batch == 1 || (aligned16(p.stride_a, e) && aligned16(p.stride_b, e)));
+    if (decode && rows16) {
+        // Whole 128-byte lines of a row per request: the H100 streamed 90 MB of weights at 2.7-2.8 TB/s this
+        // way, against 2.1-2.3 TB/s when a warp's 16-byte loads cover 64 bytes of 8 rows (the mma fragment's
+        // layout, the skinny kernel). Measured per M (bench/RESULTS.md): 4 warps, 4 stages; 256-byte segments
+        // for one 8-row tile of A, 128 for two (the A rows double the bytes of a stage).
+        plan.family = CudaKernelFamily::gemv;
+        plan.gemv_warps = 4;
+        plan.gemv_stages = 4;
+        plan.gemv_segment = p.m <= 8 ? 256 : 128;
+        plan.min_blocks_per_sm = p.m <= 8 ? 2 : 4;
+        while (plan.gemv_stages > 2 && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin) --plan.gemv_stages;
+        plan.c_pairs = false;
+        plan.bm = plan.bn = plan.bk = 0;
+        plan.warps_m = plan.warps_n = plan.stages = plan.group_m = 0;
+        apply_override(plan);
+        if (plan.family == CudaKernelFamily::gemv && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin)
+            fail(JITMM_STATUS_INVALID_VALUE, "JITMM_CUDA_TILE: the gemv recipe needs more shared memory than a block has");
+        return plan;
+    }
+    if (decode) {
+        // Rows that break 16-byte alignment: element loads into the mma fragments. One 16-row tile per warp
+        // keeps the CTA count up (N / 16); 8 warps split K inside the CTA; two CTAs per SM resident (launch
+        // bounds cap the registers).
         plan.family = CudaKernelFamily::skinny;
-        plan.skinny_vector = aligned_pointers && aligned16(p.lda, e) && aligned16(p.ldb, e) &&
-                             (p.batch == 1 || (aligned16(p.stride_a, e) && aligned16(p.stride_b, e)));
-        // One 16-row tile per warp keeps the CTA count up (N / 16); the H100 runs measured rows=32 slower
-        // for every decode shape even at M = 16. Two chunks per lane in flight plus the next two prefetched;
-        // 8 warps split K inside the CTA; two CTAs per SM resident (launch bounds cap the registers).
+        plan.skinny_vector = false;
         plan.skinny_row_tiles = 1;
+        plan.skinny_unroll = 1;
         const int64_t chunks = ceil_div(p.k, 64 / e);
-        plan.skinny_unroll = plan.skinny_vector ? static_cast<int>(std::clamp<int64_t>(chunks / 8, 1, 2)) : 1;
         int warps = 8;
         while (warps > 1 && int64_t{warps} * plan.skinny_unroll > chunks) warps /= 2;
         plan.skinny_warps = warps;

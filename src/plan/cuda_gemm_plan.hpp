@@ -14,7 +14,9 @@ namespace jitmm::plan {
 
 enum class CudaKernelFamily : int32_t {
     tiled = 0,   // CTA tile of C, cp.async multi-stage shared-memory pipeline, ldmatrix + mma.sync
-    skinny = 1,  // M <= 16 (decode): swap-AB mma.sync straight from 16-byte global loads, split-K inside a CTA
+    skinny = 1,  // M <= 16 (decode), rows not 16-byte aligned: swap-AB mma.sync from global loads, split-K in a CTA
+    gemv = 2,    // M <= 16 (decode), 16-byte rows: weight rows streamed whole-line through shared memory by
+                 // cp.async, ldmatrix + swap-AB mma.sync, each warp of a CTA its own contiguous K range
 };
 
 // How one operand's tile gets from global into shared memory (tiled family).
@@ -42,12 +44,19 @@ struct CudaGemmPlan {
     int skinny_unroll = 4;               // 64-byte K chunks in flight per thread
     bool skinny_vector = true;           // 16-byte loads (false: element loads, for misaligned leading dims)
 
+    // gemv (16 rows of B^T per CTA)
+    int gemv_warps = 4;                  // warps of a CTA, each streaming its own contiguous K range
+    int gemv_stages = 4;                 // cp.async ring depth of each warp
+    int gemv_segment = 256;              // bytes of K per row and stage (whole 128-byte lines)
+
     // both
     bool c_pairs = true;                 // two adjacent C elements per store (ldc and N even)
     int min_blocks_per_sm = 1;           // __launch_bounds__ second argument
 
     int threads() const;
     int64_t smem_bytes(int element_bytes) const;
+    // gemv: the warps' rings, each stage 16 weight rows and M rounded up to 8 rows of A.
+    int64_t gemv_smem_bytes(int64_t m) const;
     std::string describe() const;
     void append_key(KeyWriter& w) const;
 };

@@ -1,6 +1,7 @@
 #include "cuda/codegen/sm80_mma.hpp"
 
 #include "cuda/codegen/epilogue.hpp"
+#include "cuda/codegen/sm80_gemv.hpp"
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -616,15 +617,18 @@ void emit_skinny(std::ostringstream& os, const Problem& p, const CudaGemmPlan& p
 GeneratedKernel generate_sm80_gemm(const Problem& p, const CudaGemmPlan& plan) {
     plan::check_cuda_gemm_supported(p);
     GeneratedKernel out;
-    const bool skinny = plan.family == CudaKernelFamily::skinny;
-    out.name = skinny ? "jitmm_sm80_skinny" : "jitmm_sm80_tiled";
+    const char* names[] = {"jitmm_sm80_tiled", "jitmm_sm80_skinny", "jitmm_sm80_gemv"};
+    out.name = names[static_cast<int>(plan.family)];
     std::ostringstream os;
     os << "// jitmm " << out.name << " (generator v" << kSm80GeneratorVersion << ")\n// problem: " << describe(p)
        << "\n// plan: " << plan.describe() << "\n";
     emit_prelude(os, p.a_type);
     emit_epilogue_helpers(os, p);
-    if (skinny) emit_skinny(os, p, plan, out.name, out);
-    else emit_tiled(os, p, plan, out.name, out);
+    switch (plan.family) {
+        case CudaKernelFamily::tiled: emit_tiled(os, p, plan, out.name, out); break;
+        case CudaKernelFamily::skinny: emit_skinny(os, p, plan, out.name, out); break;
+        case CudaKernelFamily::gemv: emit_sm80_gemv(os, p, plan, out.name, out); break;
+    }
     out.source = os.str();
     return out;
 }
