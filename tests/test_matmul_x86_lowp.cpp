@@ -1566,7 +1566,8 @@ TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 thread
     // (B stored N x K with rows of whole cache lines takes the swapped AMX path; K = 4099 does not.)
     const Shape shapes[] = {{1, 2111, 4096, true}, {2, 1999, 2304, true}, {3, 2049, 1601, false},
                             {4, 1187, 4160, true}, {16, 2100, 2111, false}, {1, 3001, 1999, false},
-                            {200, 517, 1200, false}, {97, 1043, 768, true}, {1, 2111, 4099, true}};
+                            {200, 517, 1200, false}, {97, 1043, 768, true}, {1, 2111, 4099, true},
+                            {257, 700, 1000, false}, {130, 1100, 512, true}};
     for (const Tier& tier : runnable_tiers()) {
         if (tier.isa != X86Isa::amx && tier.isa != X86Isa::avx512_vnni && tier.isa != X86Isa::avx2) continue;
         EngineGuard one{make_engine(tier.name, 1)};
