@@ -1,5 +1,7 @@
 #include "plan/x86_gemm_plan.hpp"
 
+#include "plan/x86_gemm_partition.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -198,9 +200,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // its B row 16 steps ahead, which the hardware prefetchers alone do not keep up with across that many rows
     // (1 thread: 1x4096x4096 NN 7.7 -> 8.6 GFLOP/s, 1x4096x11008 7.9 -> 8.8, 16x4096x4096 67 -> 71; 8 or 32
     // steps ahead gain less). JITMM_X86_PF overrides it.
-    if (!plan.pack_b && !b_rows_in_place && 4.0 * double(p.k) * double(p.n) > double(l2) &&
-        std::getenv("JITMM_X86_PF") == nullptr)
-        L.b_prefetch_k = 16;
+    const bool b_streams_from_memory = !plan.pack_b && !b_rows_in_place && 4.0 * double(p.k) * double(p.n) > double(l2);
+    if (b_streams_from_memory && std::getenv("JITMM_X86_PF") == nullptr) L.b_prefetch_k = 16;
     // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
     // whole of N (a few dozen concurrent streams the prefetchers follow) instead of hopping between rows.
     // The A row tile may fill 5/8 of L1 where B streams from L2, packed B included (its blocks are packed
@@ -259,9 +260,35 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const double work = std::max(p.flops() / kMinFlopsPerThread, ab_bytes / kMinBytesPerThread);
     threads = static_cast<int>(std::min<double>(threads, std::max(1.0, work)));
     plan.threads = threads;
-    const int64_t per_batch = plan.single_call ? 1 : std::max<int64_t>(1, ceil_div(threads, p.batch));
-    plan.n_chunks = static_cast<int>(std::min(n_tiles, per_batch));
-    plan.m_chunks = static_cast<int>(std::min(m_tiles, ceil_div(per_batch, plan.n_chunks)));
+    // Each batch's C is cut into M x N chunks by the partition's cost model: a 1-D split over N makes every
+    // task pack all of A for a few panels (512^3 on 16 threads: 16 x 1 tiles), a 2-D one shares the packing.
+    if (!plan.single_call) {
+        PartitionInput in;
+        in.batch = p.batch;
+        in.m_tiles = m_tiles;
+        in.n_tiles = n_tiles;
+        in.mr = L.mr;
+        in.nr = static_cast<int>(nr);
+        in.nv = L.nv;
+        in.k = p.k;
+        in.nc = plan.nc;
+        in.pack_a = plan.pack_a;
+        in.pack_b = plan.pack_b;
+        in.trans_b = p.trans_b;
+        in.b_from_memory = b_streams_from_memory;
+        in.threads = threads;
+        const Partition part = choose_partition(in);
+        plan.m_chunks = part.m_chunks;
+        plan.n_chunks = part.n_chunks;
+        // JITMM_X86_SPLIT=MxN forces the chunks of a batch (tuning knob; clamped to the tiles).
+        if (const char* forced = std::getenv("JITMM_X86_SPLIT")) {
+            int mcs = 0, ncs = 0;
+            if (std::sscanf(forced, "%dx%d", &mcs, &ncs) == 2 && mcs > 0 && ncs > 0) {
+                plan.m_chunks = static_cast<int>(std::min<int64_t>(m_tiles, mcs));
+                plan.n_chunks = static_cast<int>(std::min<int64_t>(n_tiles, ncs));
+            }
+        }
+    }
 
     // Few tiles and a long K: the tiles alone cannot feed (or evenly share out to) the threads, so K is cut
     // into parts of whole K blocks, each part at least kMinSplitK long. Whether the split variants exist

@@ -1,0 +1,63 @@
+#include "plan/x86_gemm_partition.hpp"
+
+#include <algorithm>
+
+namespace jitmm::plan {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Cycles per value a thread copies into a panel, fitted on this VM by running the tasks of 1-D and 2-D
+// partitions one after another on one thread (so that only the extra packing differs; 2026-11-23): A rows
+// from L3 ~1 (1024^3: 1x16 chunks 17.4 ms, 2x8 14.7, 4x4 14.2, unsplit 12.3-13.3), B as stored ~1.6 and B
+// transposed ~1.3 (128x4096x4096 NN: 1x16 33 ms, 2x8 41, 4x4 60; NT: 1x16 28.6, 2x8 33.7). What matters is
+// that they weigh the packing a task does alone against its FMAs.
+constexpr double kPackACycles = 1.0;
+constexpr double kPackBCycles = 1.6;
+constexpr double kPackBTransposedCycles = 1.3;
+
+// Cycles per B value a thread streams from memory when B is read in place (about 12 GB/s per thread when
+// all of them stream at once): the FMAs of few rows hide under it.
+constexpr double kStreamBCycles = 1.0;
+
+}  // namespace
+
+double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks) {
+    const int64_t rows = ceil_div(in.m_tiles, m_chunks);  // row tiles of the largest task
+    const int64_t cols = ceil_div(in.n_tiles, n_chunks);  // column panels of the largest task
+    const double k = double(in.k);
+    // Per tile and k step: the FMA issue (2 a cycle), the loads (~1.5 a cycle) or the FMA latency chain.
+    const double step = std::max({in.mr * in.nv / 2.0, (in.mr + in.nv) / 1.5, 4.0});
+    const double fma = double(rows) * double(cols) * k * step;
+    double pack = 0;
+    // A row tile is packed once per N block and K block of the task: a task with few columns repacks its
+    // rows for as few FMAs (the 1-D split over N packs all of A in every task).
+    if (in.pack_a) pack += double(rows * in.mr) * k * double(ceil_div(cols * in.nr, in.nc)) * kPackACycles;
+    if (in.pack_b) pack += double(cols * in.nr) * k * (in.trans_b ? kPackBTransposedCycles : kPackBCycles);
+    const double stream = in.b_from_memory ? double(cols * in.nr) * k * kStreamBCycles : 0.0;
+    const int64_t tasks = in.batch * int64_t(m_chunks) * n_chunks;
+    const double rounds = double(ceil_div(tasks, std::max(1, in.threads)));
+    return rounds * (std::max(fma, stream) + pack);
+}
+
+Partition choose_partition(const PartitionInput& in) {
+    Partition best;
+    best.cycles = partition_cycles(in, 1, 1);
+    const int64_t per_batch = std::max<int64_t>(1, ceil_div(in.threads, in.batch));
+    for (int64_t mc = 1; mc <= std::min(in.m_tiles, per_batch); ++mc) {
+        for (int64_t nc = std::min(in.n_tiles, per_batch / mc); nc >= 1; --nc) {
+            const double cycles = partition_cycles(in, int(mc), int(nc));
+            // 1% better to count: among near-equal ones the first found wins (fewer M chunks, then more
+            // tasks: every thread streams), so rounding cannot flip the choice between near-identical ones.
+            if (cycles < best.cycles * 0.99) {
+                best.m_chunks = int(mc);
+                best.n_chunks = int(nc);
+                best.cycles = cycles;
+            }
+        }
+    }
+    return best;
+}
+
+}  // namespace jitmm::plan

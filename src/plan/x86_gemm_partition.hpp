@@ -1,0 +1,34 @@
+// How the x86 f32 GEMM shares one call out to threads: each batch's C cut into m_chunks x n_chunks
+// tile-aligned rectangles, one task each, chosen by an estimate of the slowest task's cycles (its FMAs plus
+// the packing it does alone) and the rounds the tasks run in. Depends only on its inputs (the shape, the
+// blocking and the thread count), so a thread count always gives the same partition and the same results.
+#pragma once
+
+#include <cstdint>
+
+namespace jitmm::plan {
+
+struct PartitionInput {
+    int64_t batch = 1;
+    int64_t m_tiles = 1, n_tiles = 1;  // register tiles of one batch's C
+    int mr = 1, nr = 1, nv = 1;        // rows, columns and vectors of a register tile
+    int64_t k = 1;
+    int64_t nc = 1;                    // N block: an A row tile is packed once per N block and K block
+    bool pack_a = false, pack_b = false, trans_b = false;
+    bool b_from_memory = false;        // B read in place, streamed from memory (not packed, larger than L2)
+    int threads = 1;
+};
+
+struct Partition {
+    int m_chunks = 1, n_chunks = 1;
+    double cycles = 0;  // the estimate it won with (for tests and tuning)
+};
+
+// Estimated cycles of the slowest of the tasks when each batch is cut into m_chunks x n_chunks.
+double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks);
+
+// The cheapest m_chunks x n_chunks (their product at most the threads a batch gets); near-ties go to fewer
+// M chunks (disjoint B for every task, the old 1-D split), then to more N chunks.
+Partition choose_partition(const PartitionInput& in);
+
+}  // namespace jitmm::plan
