@@ -730,6 +730,18 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
                      JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90:128x256x4"});
     cases.push_back({Case{2048, 11008, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, JITMM_DTYPE_BF16,
                      JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90:128x256x3x1x4x1"});
+    // Ping-pong consumers (each on a whole tile, taking turns): 16-bit both layouts, fp8 with scales, s8.
+    Case pp_gelu{4096, 4096, 1024, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    pp_gelu.bias = BiasKind::per_column, pp_gelu.act = Activation::gelu_tanh;
+    cases.push_back({pp_gelu, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none,
+                     "sm90p:128x128x4"});
+    cases.push_back({Case{1000, 300, 1000, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F32}, JITMM_DTYPE_F16,
+                     JITMM_DTYPE_F16, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90p:64x128x6"});
+    cases.push_back({Case{512, 512, 512, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16}, JITMM_DTYPE_F8_E4M3,
+                     JITMM_DTYPE_F8_E4M3, jitmm::ScaleMode::per_tensor, jitmm::ScaleMode::per_column,
+                     "sm90p:128x128x4"});
+    cases.push_back({Case{600, 700, 800, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32}, JITMM_DTYPE_S8,
+                     JITMM_DTYPE_S8, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90p:128x64x6"});
 
     std::vector<std::string> errors(cases.size());
     std::vector<double> ms(cases.size(), 0.0);
@@ -757,6 +769,8 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
             if (r.ptx.find("setmaxnreg") == std::string::npos) errors[i] += "no setmaxnreg in the PTX; ";
             if (p.a_scale == jitmm::ScaleMode::per_block && plan.bn != 128 && plan.bn != 64)
                 errors[i] += "per-block scales on a tile wider than one scale block; ";
+            if (cases[i].recipe.rfind("sm90p:", 0) == 0 && (!plan.pingpong || r.ptx.find("bar.arrive") == std::string::npos))
+                errors[i] += "ping-pong recipe without the consumers' turn handoff; ";
             if (plan.split_k > 1 && r.ptx.find("atom.global.add") == std::string::npos)
                 errors[i] += "split K without its arrival counter; ";
             if (plan.stage_a != (r.ptx.find("jitmm_sm90_stage_a") != std::string::npos) ||
@@ -1284,6 +1298,45 @@ TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     tail_cases.push_back(tail_tf32);
     setenv("JITMM_CUDA_TILE", "sm90:128x128x6x1x4x1", 1);
     run_cases(tail_cases);
+    unsetenv("JITMM_CUDA_TILE");
+}
+
+// Ping-pong consumers (each on a whole tile, the two taking turns so that one's epilogue runs under the
+// other's main loop), forced with the tuning knob: tails in every dimension, both 16-bit layouts, batches,
+// epilogues, s8, fp8 with scales, a staged tf32 operand, CTAs with one unit and with an odd number of units
+// (the turn handoff), run twice for identical bytes.
+TEST_CASE("cuda sm90: ping-pong consumers against float64", "[cuda]") {
+    constexpr const char* kSm90 = "cuda_sm90_wgmma";
+    std::vector<Case> cases;
+    Case nt{3900, 2200, 200, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    nt.bias = BiasKind::per_column, nt.beta = 0.5f, nt.act = Activation::gelu_tanh;
+    cases.push_back(nt);
+    Case nn{4000, 2304, 136, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F32};
+    nn.bias = BiasKind::per_row, nn.bias_f32 = true, nn.act = Activation::silu;
+    cases.push_back(nn);
+    Case tn{2048, 4096, 72, 2, true, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32};
+    tn.act = Activation::relu, tn.alpha = 0.75f;
+    cases.push_back(tn);
+    Case few{130, 600, 1000, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};  // 10 tiles: one unit per CTA
+    cases.push_back(few);
+    Case s8{1000, 1000, 1000, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    s8.beta = 1.0f, s8.bias = BiasKind::per_column;
+    cases.push_back(s8);
+    Case fp8{777, 333, 1600, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
+    fp8.in_b = JITMM_DTYPE_F8_E5M2;
+    fp8.a_scale = jitmm::ScaleMode::per_row, fp8.b_scale = jitmm::ScaleMode::per_column;
+    if (sm90_device()) cases.push_back(fp8);
+    Case tf32{1280, 2048, 768, 1, false, false, JITMM_DTYPE_F32, JITMM_DTYPE_F32};  // staged B
+    cases.push_back(tf32);
+    for (Case& c : cases) c.want_generator = kSm90, c.run_twice = true;
+    setenv("JITMM_CUDA_TILE", "sm90p:128x128x4", 1);
+    run_cases(cases);
+    unsetenv("JITMM_CUDA_TILE");
+    // 64-row tiles: one slice per consumer.
+    std::vector<Case> narrow{Case{1000, 3000, 500, 3, false, true, JITMM_DTYPE_F16, JITMM_DTYPE_F16}};
+    narrow[0].want_generator = kSm90, narrow[0].run_twice = true;
+    setenv("JITMM_CUDA_TILE", "sm90p:64x128x8", 1);
+    run_cases(narrow);
     unsetenv("JITMM_CUDA_TILE");
 }
 

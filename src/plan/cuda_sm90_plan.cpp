@@ -95,9 +95,34 @@ bool b_splits(const Sm90GemmPlan& plan) { return plan.b_k_major ? plan.bn % 16 =
 // or do not fill one).
 int64_t tail_tiles(int64_t tiles, int sm_count) { return tiles > sm_count ? tiles % sm_count : 0; }
 
+// "sm90p:BMxBNxSTAGES": ping-pong consumers, each on a whole BM x BN tile (BM 64 or 128, BN 16..128).
+bool apply_pingpong_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target, const char* text) {
+    int bm = 0, bn = 0, stages = 0;
+    if (std::sscanf(text, "sm90p:%dx%dx%d", &bm, &bn, &stages) != 3 || (bm != 64 && bm != 128) || bn < 16 ||
+        bn > 128 || bn % 16 != 0 || stages < 2 || stages > kMaxStages)
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe: expected sm90p:BMxBNxSTAGES (BM 64 or 128, BN "
+                                                     "16..128, stages 2..12), got \"") + text + "\"");
+    if (p.a_scale == ScaleMode::per_block)
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + ": per-block scales need shared tiles");
+    plan.pingpong = true;
+    plan.consumers = 2;
+    plan.bm = bm;
+    plan.bn = bn;
+    plan.stages = stages;
+    plan.cluster_m = 1;
+    plan.split_k = 1;
+    plan.split_tiles = 0;
+    plan.c_pass_bytes = 512;
+    if (!fit_shared_memory(plan, target))
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text + " needs " +
+                                             std::to_string(plan.smem_bytes()) + " bytes of shared memory");
+    return true;
+}
+
 // "sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT[xTAIL]]]": JITMM_CUDA_TILE (developer knob) or a tuned choice; part of the
 // key like any plan. TAIL 1: only the last partial wave's tiles are split.
 bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target, const char* text) {
+    if (text != nullptr && std::strncmp(text, "sm90p:", 6) == 0) return apply_pingpong_choice(plan, p, target, text);
     if (text == nullptr || std::strncmp(text, "sm90:", 5) != 0) return false;
     int bm = 0, bn = 0, stages = 0, cluster = 1, split = 1, tail = 0;
     const int fields = std::sscanf(text, "sm90:%dx%dx%dx%dx%dx%d", &bm, &bn, &stages, &cluster, &split, &tail);
@@ -111,6 +136,7 @@ bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target
     if (!tile_fits_block_scales(p, bn))
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text +
                                              ": per-block scales take BN 64 or 128 (one scale block of B per tile)");
+    plan.pingpong = false;
     plan.bm = bm;
     plan.consumers = bm / 64;
     plan.bn = bn;
@@ -163,9 +189,9 @@ std::string Sm90GemmPlan::describe() const {
     const char* b_layout = stage_b ? "staged-k-major" : b_k_major ? "k-major" : "n-major";
     const std::string split_what = split_k > 1 ? " (" + std::to_string(split_tiles) + " tiles)" : "";
     char buf[320];
-    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d stages=%d cluster=%dx1 split_k=%d%s ctas=%d group_m=%d a=%s b=%s%s",
-                  bm, bn, bk, consumers, stages, cluster_m, split_k, split_what.c_str(), ctas, group_m, a_layout,
-                  b_layout, c_store.c_str());
+    std::snprintf(buf, sizeof buf, "sm90 wgmma+tma %dx%dx%d consumers=%d%s stages=%d cluster=%dx1 split_k=%d%s ctas=%d group_m=%d a=%s b=%s%s",
+                  bm, bn, bk, consumers, pingpong ? " (ping-pong)" : "", stages, cluster_m, split_k, split_what.c_str(),
+                  ctas, group_m, a_layout, b_layout, c_store.c_str());
     return buf;
 }
 
@@ -173,7 +199,7 @@ void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('f', 90).i64('w', consumers).i64('t', bm).i64('t', bn).i64('t', bk).i64('s', stages).i64('g', group_m);
     w.i64('n', ctas).i64('l', cluster_m).i64('k', split_k).i64('m', a_k_major).i64('m', b_k_major).i64('c', c_pairs).i64('c', c_tma);
     w.i64('p', c_pass_bytes).i64('x', stage_a).i64('x', stage_b).i64('t', split_tiles);
-    w.i64('o', a_shared).i64('o', b_shared);
+    w.i64('o', a_shared).i64('o', b_shared).i64('q', pingpong);
 }
 
 int64_t Sm90GemmPlan::tiles(const Problem& p) const { return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch; }

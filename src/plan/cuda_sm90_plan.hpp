@@ -15,6 +15,10 @@ namespace jitmm::plan {
 struct Sm90GemmPlan {
     int consumers = 2;          // consumer warpgroups; each owns 64 rows of the CTA tile (bm = 64 * consumers)
     int bm = 128, bn = 256;     // CTA tile of C
+    // Ping-pong: the two consumers take turns at tiles instead of sharing one, each computing every 64-row
+    // slice of its tile (bm / 64 wgmma per k-step, bn <= 128 for the registers), so that one's epilogue runs
+    // under the other's main loop. No CTA pairs, K splits or per-block scales with it.
+    bool pingpong = false;
     int bk = 64;                // K per stage, in elements: always 128 bytes (one 128-byte swizzle row)
     int stages = 4;             // shared-memory pipeline depth (TMA producer runs this far ahead)
     int group_m = 8;            // tile raster: group_m tile rows walked together (L2 reuse)
@@ -46,7 +50,7 @@ struct Sm90GemmPlan {
     int64_t stage_bytes() const { return int64_t{bm + bn} * 128; }
     // Stages, the C tile, the barriers, a flag per consumer, and 1 KiB to align the stages to the 128-byte
     // swizzle's 1024-byte period.
-    int64_t c_tile_bytes() const { return c_tma ? int64_t{bm} * c_cols() * c_bytes : 0; }
+    int64_t c_tile_bytes() const { return c_tma ? int64_t{64} * consumers * c_cols() * c_bytes : 0; }  // 64 rows a consumer
     int64_t smem_bytes() const { return stages * stage_bytes() + c_tile_bytes() + 1024 + 2 * 8 * stages + 16; }
     // The workspace (the caller's or the engine's scratch), in 256-byte aligned parts:
     //   split K: one arrival counter per tile and consumer, then a slot of partial sums per work unit;
@@ -69,8 +73,8 @@ struct Sm90GemmPlan {
 // 16-bit types), which for tf32 and s8 needs more than 64 rows or columns on the other side.
 bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_not = nullptr);
 
-// Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT[xTAIL]]]", from
-// the tuning store) that replaces the heuristic's tile; JITMM_CUDA_TILE, when set, wins over both.
+// Throws UNSUPPORTED when sm90_applies is false. choice: a tuned recipe ("sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT[xTAIL]]]",
+// or "sm90p:BMxBNxSTAGES" for ping-pong consumers, from the tuning store) that replaces the heuristic's tile; JITMM_CUDA_TILE, when set, wins over both.
 // allow_split: let the cost model split K for shapes with too few tiles to fill the SMs (off by default:
 // measured slower on the H100, see the .cpp; jitmm_tune times the splits).
 Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const std::string& choice = "",

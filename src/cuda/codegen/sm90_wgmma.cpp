@@ -91,6 +91,13 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Barrier of one warpgroup (ids 1.. ; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
+// A handoff between warpgroups: `threads` arrivals complete barrier id; arrive does not wait, sync does.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
 __device__ __forceinline__ void tma_prefetch_map(const TmaMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"((u64)map) : "memory");
 }
@@ -153,8 +160,9 @@ std::string scale_product(const Problem& p, const std::string& a_tensor, const s
     return s.empty() ? "1.0f" : s;
 }
 
-// The consumers' main loop over k-blocks [kb0, kb1) of a work unit, into acc.
-void emit_main_loop(std::ostringstream& os, const Problem& p) {
+// The consumers' main loop over k-blocks [kb0, kb1) of a work unit, into accs (the consumer's 64-row slices
+// of the tile: its own slice when the consumers share a tile, every slice when they alternate tiles).
+void emit_main_loop(std::ostringstream& os, const Problem& p, const Sm90GemmPlan& plan) {
     if (p.a_scale != ScaleMode::per_block) {
         os << R"(    // main loop: one commit group per stage; the stage before is released once its group has completed
     int prev = -1;
@@ -163,7 +171,9 @@ void emit_main_loop(std::ostringstream& os, const Problem& p) {
       const u32 sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
       wg_fence();
 #pragma unroll
-      for (int ks = 0; ks < BK / KSTEP; ++ks) wgmma(acc, a_desc(sa, consumer, ks), b_desc(sb, ks));
+      for (int ks = 0; ks < BK / KSTEP; ++ks)
+#pragma unroll
+        for (int sl = 0; sl < SLICES; ++sl) wgmma(accs[sl], a_desc(sa, )" << (plan.pingpong ? "sl" : "consumer") << R"(, ks), b_desc(sb, ks));
       wg_commit();
       wg_wait<1>();
       if (prev >= 0 && lane == 0) release(empty_bar + 8 * prev);
@@ -171,7 +181,8 @@ void emit_main_loop(std::ostringstream& os, const Problem& p) {
       if (++s == STAGES) { s = 0; phase ^= 1u; }
     }
     wg_wait<0>();
-    acc_fence(acc);
+#pragma unroll
+    for (int sl = 0; sl < SLICES; ++sl) acc_fence(accs[sl]);
     if (prev >= 0 && lane == 0) release(empty_bar + 8 * prev);  // prev < 0: an empty K range
 
 )";
@@ -182,6 +193,7 @@ void emit_main_loop(std::ostringstream& os, const Problem& p) {
     // sb(column block, kb) once complete. Two buffers alternate so that the next k-block's wgmma runs while
     // this one is scaled (one commit group in flight, as in the unscaled loop); scales are read at issue.
     os << R"(    // main loop with per-block scales: products of k-blocks in part0 / part1 alternately, acc += part * scale
+    Acc (&acc)[NACC] = accs[0];  // the consumer's slice (consumers share tiles here)
     const int row_a = m0 + consumer * 64 + warp * 16 + lane / 4;  // rows row_a and row_a + 8 (clamped for loads)
     const float* const sa_row0 = a_scales + (i64)(row_a < M ? row_a : M - 1) * KT;
     const float* const sa_row1 = a_scales + (i64)(row_a + 8 < M ? row_a + 8 : M - 1) * KT;
@@ -247,7 +259,14 @@ GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
     os << "constexpr i64 LDC = " << p.ldc * ec << ", STRIDE_C = " << p.stride_c * ec << ";  // bytes\n";
     os << "constexpr int BM = " << plan.bm << ", BN = " << plan.bn << ", BK = " << plan.bk << ", KSTEP = " << kstep
        << ", STAGES = " << plan.stages << ", CONSUMERS = " << plan.consumers << ";\n";
-    os << "constexpr int NACC = BN / 2;  // accumulators per consumer thread (64 x BN over a warpgroup)\n";
+    os << "constexpr int NACC = BN / 2;  // accumulators per consumer thread and 64-row slice (64 x BN over a warpgroup)\n";
+    if (plan.pingpong)
+        os << "// ping-pong: the consumers take turns at tiles, each computing all SLICES 64-row slices of its tile, so that\n"
+              "// one's epilogue runs while the other's main loop keeps the tensor cores busy\n";
+    os << "constexpr bool PINGPONG = " << (plan.pingpong ? "true" : "false") << ";\n";
+    os << "constexpr int SLICES = " << (plan.pingpong ? plan.bm / 64 : 1)
+       << ", RELEASERS = " << (plan.pingpong ? 1 : plan.consumers)
+       << " * 4 * " << cluster << ";  // slices per consumer; warps that free a stage\n";
     os << "constexpr int TILES_M = " << tiles_m << ", TILES_N = " << tiles_n << ", KT = " << ceil_div(p.k, plan.bk)
        << ";\n";
     os << "// work units: CLUSTER vertically adjacent tiles (one per CTA of a cluster), walked in groups of GROUP_U rows\n";
@@ -337,7 +356,7 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, 1);                          // the producer's expect_tx arrival (+ the bytes)
-      mbar_init(empty_bar + 8 * s, CONSUMERS * 4 * CLUSTER);   // every consumer warp of the cluster
+      mbar_init(empty_bar + 8 * s, RELEASERS);                 // every warp that read the stage (pairs: of both CTAs)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -398,29 +417,45 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
   (void)bias; (void)a_scales; (void)b_scales;
   int s = 0;
   u32 phase = 0;
-  Acc acc[NACC];
+  Acc accs[SLICES][NACC];
   (void)ws;
-  for (int u = first_unit; u < UNITS; u += unit_step) {
+)";
+    if (!plan.pingpong) {
+        os << R"(  for (int u = first_unit; u < UNITS; u += unit_step) {
     int m0, n0, batch, tile, split, kb0, kb1;
     unit_coords(u, rank, m0, n0, batch, tile, split, kb0, kb1);
+)";
+    } else {
+        // The stage ring is filled in the CTA's unit order; consumer c takes units c, c + 2, ... of it, so its
+        // place in the ring follows from the unit (KT k-blocks each). It waits for its turn before the first
+        // stage: the other consumer has then passed every earlier stage, so the stage barriers it waits on are
+        // at most one phase ahead (their parity names the phase unambiguously).
+        os << R"(  for (int u = first_unit + consumer * unit_step; u < UNITS; u += CONSUMERS * unit_step) {
+    int m0, n0, batch, tile, split, kb0, kb1;
+    unit_coords(u, rank, m0, n0, batch, tile, split, kb0, kb1);
+    const int pos = (u - first_unit) / unit_step * KT;
+    s = pos % STAGES;
+    phase = (u32)(pos / STAGES) & 1u;
+    if (u != first_unit) named_barrier_sync(3 + consumer, 256);  // my turn: the other main loop is done
+)";
+    }
+    os << R"(#pragma unroll
+    for (int sl = 0; sl < SLICES; ++sl) {
 #pragma unroll
-    for (int i = 0; i < NACC; ++i) acc[i] = 0;
-    acc_fence(acc);
+      for (int i = 0; i < NACC; ++i) accs[sl][i] = 0;
+      acc_fence(accs[sl]);
+    }
 )";
-    emit_main_loop(os, p);
-    os << R"(
-    // epilogue: thread owns rows r and r + 8 and columns 2q, 2q + 1 of each 8-column slice
-    char* C = C0 + (i64)batch * STRIDE_C;
-    const int m_wg = m0 + consumer * 64;
-    const int row0 = m_wg + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
-)";
+    emit_main_loop(os, p, plan);
+    if (plan.pingpong)
+        os << "    if (u + unit_step < UNITS) named_barrier_arrive(3 + (1 - consumer), 256);  // the other's turn\n";
     if (plan.split_k > 1) {
         // Each K range stores its partial sums in its own slot, laid out as the threads hold them (16-byte
         // chunks, consecutive threads adjacent: coalesced), then counts itself in. The tile's last range to
         // arrive adds every slot in range order (its own read back too: the same sums whoever is last, and
         // the accumulators are free while it reads) and runs the epilogue; the others go on to their next unit.
         const char* vec = p.a_type == JITMM_DTYPE_S8 ? "int4" : "float4";
-        os << "    if (u >= WHOLE) {\n";
+        os << "    if (u >= WHOLE) {\n      Acc (&acc)[NACC] = accs[0];\n";
         os << "      typedef " << vec << " Acc4;\n";
         os << R"(      const int sk = tile - WHOLE;  // among the split tiles
       Acc4* const slots = (Acc4*)((char*)ws + WS_COUNTER_BYTES) + (i64)sk * SPLIT * CONSUMERS * 32 * NACC + consumer * 32 * NACC;
@@ -452,6 +487,15 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     }
 )";
     }
+    os << R"(
+    // epilogue, a 64-row slice at a time: thread owns rows r and r + 8 and columns 2q, 2q + 1 of each 8-column slice
+    char* C = C0 + (i64)batch * STRIDE_C;
+#pragma unroll
+    for (int sl = 0; sl < SLICES; ++sl) {
+    Acc (&acc)[NACC] = accs[sl];
+    const int m_wg = m0 + (PINGPONG ? sl : consumer) * 64;
+    const int row0 = m_wg + warp * 16 + lane / 4, col0 = n0 + (lane % 4) * 2;
+)";
     const int passes = plan.c_tma ? plan.bn / plan.c_cols() : 1;
     os << "#pragma unroll\n    for (int pass = 0; pass < " << passes << "; ++pass) {  // C columns pass * CN ..\n";
     if (plan.c_tma)
@@ -505,7 +549,7 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     }
 )";
     }
-    os << "    }\n  }\n";
+    os << "    }\n    }\n  }\n";  // passes, slices, units
     if (plan.c_tma) os << "  if (tid == 0) bulk_wait_all();  // the last tile's store has read shared memory\n";
     os << "  }\n";
     if (cluster > 1) os << "  cluster_sync();  // no CTA leaves while its peer may still signal its barriers\n";
