@@ -404,8 +404,9 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     }
   } else {
 
-  // ---- consumers: warpgroup wg - 1 owns rows (wg - 1) * 64 .. + 63 of each tile
 )";
+    os << (plan.pingpong ? "  // ---- consumers: warpgroup wg - 1 computes whole tiles, taking turns with the other\n"
+                         : "  // ---- consumers: warpgroup wg - 1 owns rows (wg - 1) * 64 .. + 63 of each tile\n");
     os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << consumer_regs << ";\\n\");\n";
     os << R"(  const int consumer = wg - 1, warp = tid / 32, lane = tid % 32;
   // this warpgroup's C tile in shared memory (asynchronous C store), as a shared and a generic address
