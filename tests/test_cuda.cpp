@@ -854,6 +854,17 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     CHECK(jitmm::plan::plan_sm90_gemm(problem_of(short_k), h100, "sm90:128x128x4x1x4").split_k == 4);
     // A long K with B stored K x N: a fourth stage, paid for with a narrower shared C tile.
     Case long_nn{8192, 8192, 8192, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    // bias+GELU over a short K: ping-pong consumers (the epilogue under the other's main loop); over a long K
+    // or without the activation, the shared 128x256 tile.
+    Case ffn{8192, 3072, 768, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    ffn.bias = BiasKind::per_column, ffn.act = Activation::gelu_tanh;
+    const auto pffn = jitmm::plan::plan_sm90_gemm(problem_of(ffn), h100);
+    CHECK(pffn.pingpong);
+    CHECK(pffn.smem_bytes() <= h100.smem_per_block_optin);
+    ffn.k = 4096;
+    CHECK_FALSE(jitmm::plan::plan_sm90_gemm(problem_of(ffn), h100).pingpong);
+    ffn.k = 768, ffn.act = Activation::none;
+    CHECK_FALSE(jitmm::plan::plan_sm90_gemm(problem_of(ffn), h100).pingpong);
     const auto pdeep = jitmm::plan::plan_sm90_gemm(problem_of(long_nn), h100);
     CHECK(pdeep.stages == 4);
     CHECK(pdeep.c_cols() < pdeep.bn);

@@ -119,6 +119,27 @@ bool apply_pingpong_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarge
     return true;
 }
 
+// A GELU or SiLU epilogue (an exponential and a reciprocal per element on the special-function unit) over a
+// short K is a large share of a tile's time that the shared-tile consumers spend with the tensor cores idle;
+// ping-pong consumers run it under the other's main loop. H100, bf16 bias+GELU, 128x256 shared tiles vs
+// ping-pong 128x128x4 (same build): 4096x4096x1024 65.8 -> 61.1 us, 8192x3072x768 80.9 -> 73.2, 8192x5120x1280
+// 185.2 -> 183.0, but 4096x10240x2560 331 -> 334 and 4096^3 199 -> 214 (the 128-column tiles read more per
+// FLOP, which a long K feels). Needs at least two tiles per SM to have turns to take.
+void take_pingpong_where_it_pays(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target) {
+    const bool costly_activation = p.activation == Activation::gelu_tanh || p.activation == Activation::gelu_erf ||
+                                   p.activation == Activation::silu;
+    if (!costly_activation || p.k > 1536 || plan.split_k > 1 || p.a_scale == ScaleMode::per_block) return;
+    Sm90GemmPlan pp = plan;
+    pp.pingpong = true;
+    pp.consumers = 2;
+    pp.bm = 128;
+    pp.bn = 128;
+    pp.stages = 4;
+    pp.c_pass_bytes = 512;
+    if (pp.tiles(p) < 2 * target.sm_count || !fit_shared_memory(pp, target)) return;
+    plan = pp;
+}
+
 // "sm90:BMxBNxSTAGES[xCLUSTER[xSPLIT[xTAIL]]]": JITMM_CUDA_TILE (developer knob) or a tuned choice; part of the
 // key like any plan. TAIL 1: only the last partial wave's tiles are split.
 bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target, const char* text) {
@@ -357,6 +378,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     // per CTA on the H100 (4096^3 bf16: 337 vs 646 TFLOP/s, at any grid size), so they are only a knob
     // (JITMM_CUDA_TILE=sm90:128x256x3x2) until the pair's pipeline is understood.
     plan.cluster_m = 1;
+    take_pingpong_where_it_pays(plan, p, target);
     if (!apply_choice(plan, p, target, std::getenv("JITMM_CUDA_TILE"))) apply_choice(plan, p, target, choice.c_str());
 
     plan.ctas = static_cast<int>(std::min<int64_t>(plan.units(p), target.sm_count / plan.cluster_m) * plan.cluster_m);
