@@ -89,16 +89,6 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
   const char* bias = (const char*)bias_ptr;
   const u32 ring = smem_u32(smem_raw) + warp * RING;
 )";
-    if (tail_m) {
-        os << R"(  // A rows past M: zero in every stage, never loaded
-  for (int i = lane; i < STAGES * (A_ROWS - M) * (SEG / 4); i += 32) {
-    const int s = i / ((A_ROWS - M) * (SEG / 4)), rest = i % ((A_ROWS - M) * (SEG / 4));
-    const u32 at = ring + s * STAGE + W_BYTES + (M + rest / (SEG / 4)) * SEG + rest % (SEG / 4) * 4;
-    asm volatile("st.shared.u32 [%0], %1;\n" :: "r"(at), "r"(0u));
-  }
-  __syncwarp();
-)";
-    }
     os << R"(
   // this warp's segments [seg0, seg0 + count): STAGES - 1 in flight ahead of the one computed
   const int seg0 = warp * PER_WARP;
@@ -114,7 +104,19 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     cp_async_commit();
   }
   const int q = lane >> 3, i8 = lane & 7;  // ldmatrix: lanes 8q..8q+7 address the rows of matrix q
-  for (int j = 0; j < count; ++j) {
+)";
+    if (tail_m) {
+        // After the first loads are on their way: the rows it writes are never loaded.
+        os << R"(  // A rows past M: zero in every stage, never loaded
+  for (int i = lane; i < STAGES * (A_ROWS - M) * CH; i += 32) {
+    const int s = i / ((A_ROWS - M) * CH), rest = i % ((A_ROWS - M) * CH);
+    const u32 at = ring + s * STAGE + W_BYTES + (M + rest / CH) * SEG + rest % CH * 16;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" :: "r"(at), "r"(0u));
+  }
+  __syncwarp();
+)";
+    }
+    os << R"(  for (int j = 0; j < count; ++j) {
     if (j + STAGES - 1 < count) load_stage(ring + (j + STAGES - 1) % STAGES * STAGE, A, B, n0, seg0 + j + STAGES - 1, lane);
     cp_async_commit();
     cp_async_wait<STAGES - 1>();  // segment j has landed
