@@ -862,7 +862,8 @@ TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by 
         return r;
     };
     CHECK(recipe_of(2048, 2048, 4096).find("kc=2048") != std::string::npos);
-    CHECK(recipe_of(16, 4096, 4096).find("kc=1024") != std::string::npos);  // one row tile: 2 KB K blocks
+    // One row tile: a thread's K block of packed B is at most 512 KB (2 threads: 2048 columns each, 128 bf16 rows).
+    CHECK(recipe_of(16, 4096, 4096).find("kc=128 ") != std::string::npos);
     CHECK(recipe_of(16, 4096, 4096).find("nc=2048") != std::string::npos);  // and 2048-column B blocks
     {
         jitmm_matmul_desc d;  // swapped with the packed A past half of L2: K blocks

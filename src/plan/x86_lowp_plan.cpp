@@ -25,6 +25,7 @@ constexpr int kEpilogueTemps = 3;  // activation scratch; conversions and loads 
 constexpr int64_t kAmxLongRowBytes = 4096;  // AMX K block for long K (bytes of an A row)
 constexpr int64_t kAmxDecodeRowBytes = 2048;  // AMX K block with one row tile
 constexpr int64_t kAmxDecodeColumns = 2048;   // AMX B block width with one row tile
+constexpr int64_t kAmxDecodePackedBytes = 512 * 1024;  // AMX, one row tile: a K block of packed B up to this
 constexpr int64_t kAmxKeptBBytes = 128 * 1024;  // AMX: a K block of packed B up to this is loaded without T1
 
 struct TileShape {
@@ -349,6 +350,18 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
     const bool amx = step_is_amx(L.step);
 
+    // Threads: enough work for each (an AMX core does a 16x16x64 int8 tile product in 16 cycles, so it needs
+    // far more work per thread than the vector steps to pay for the fan-out), tile-aligned chunks (see
+    // choose_split). A call with few rows is bound by reading (and packing) B instead: a thread per megabyte of
+    // B as well (16 cores of the GPU machine's host, 1x4096x4096 bf16 with B stored K x N: 2 threads by the
+    // products alone ran at 0.39x oneDNN's 16).
+    const double per_thread = amx ? 16.0e6 : 2.0e6;
+    const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
+    int threads = std::max(1, num_threads);
+    threads = static_cast<int>(std::min<double>(threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6})));
+    plan.threads = threads;
+    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+
     int64_t kc_unit = 0;    // kc is a multiple of it
     int64_t kc_limit = 0;   // elements: the A tile (mr x kc) stays in L1 while the B panels stream past it
     bool long_k = false;    // AMX: 4 KB K blocks, the B block gets half of L2
@@ -384,8 +397,17 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // what costs is reading a row-major B, and long runs of each row (2048 columns) read it far faster
         // than 256-column strips of 4096 rows (a new page per row). Measured 1 thread, 16 rows, B 4096 wide:
         // bf16 16x11008x4096 26.8 -> 14.7 ms, 16x4096x4096 7.0 -> 5.1 ms; s8 16x11008x4096 13.8 -> 9.5 ms.
+        // The driver packs such a chunk's B one K block at a time into one buffer, used at once: a block of
+        // at most kAmxDecodePackedBytes stays in L2, where a larger one goes through L3 as it is written and
+        // read back. Measured 1 thread, 16x4096x4096 (a 2048-column block): bf16 kc 1024 -> 128 5.0 -> 4.3 ms,
+        // s8 kc 2048 -> 256 2.8 -> 2.05 ms; a thread's 256 columns (16 threads) keep the 2 KB rows.
         if (p.m <= L.mr) {
-            kc_limit = kAmxDecodeRowBytes / esz;
+            const int64_t col_tiles = ceil_div(p.n, int64_t(32));
+            const int64_t chunk_cols =
+                std::min(kAmxDecodeColumns, ceil_div(col_tiles, std::min(col_tiles, per_batch)) * 32);
+            const int64_t row_bytes = std::clamp<int64_t>(kAmxDecodePackedBytes / chunk_cols / kAmxStepBytes *
+                                                              kAmxStepBytes, 4 * kAmxStepBytes, kAmxDecodeRowBytes);
+            kc_limit = row_bytes / esz;
             decode = true;
         }
     } else {
@@ -452,18 +474,6 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
-    // Threads: enough work for each (an AMX core does a 16x16x64 int8 tile product in 16 cycles, so it needs
-    // far more work per thread than the vector steps to pay for the fan-out), tile-aligned chunks, N first
-    // (each thread then packs only its own part of B).
-    // A call with few rows is bound by reading (and packing) B instead: a thread per megabyte of B as well (16
-    // cores of the GPU machine's host, 1x4096x4096 bf16 with B stored K x N: 2 threads by the products alone ran
-    // at 0.39x oneDNN's 16).
-    const double per_thread = amx ? 16.0e6 : 2.0e6;
-    const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
-    int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6})));
-    plan.threads = threads;
-    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     choose_split(p, plan, per_batch);
     return plan;
 }

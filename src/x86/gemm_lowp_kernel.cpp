@@ -242,7 +242,19 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // AMX tile rows must be whole cache lines: an A in place that is not 64-byte aligned is packed too.
     const bool misaligned = reinterpret_cast<uintptr_t>(ch.a) % 64 != 0 || (p_.lda * a_size) % 64 != 0;
     const bool pack_a = plan_.pack_a || (amx && misaligned);
-    uint8_t* b_full = scratch<0>(static_cast<size_t>(k_blocks_ * block_bytes));
+    // A chunk of one M block (decode rows, or a thread's few row tiles) uses each K block of packed B once, right
+    // after packing it: packed block by block into one buffer, it stays in L2 instead of going through memory
+    // as all of K x nc (16x4096x4096 bf16 at 1 thread: 16 MB written and read back per N block).
+    const bool pack_b_per_k_block = ch.m1 - ch.m0 <= plan_.mc && k_blocks_ > 1;
+    uint8_t* b_full = scratch<0>(static_cast<size_t>((pack_b_per_k_block ? 1 : k_blocks_) * block_bytes));
+    auto pack_b_block = [&](int64_t jc, int64_t n_cur, int64_t kb, int32_t* comp) {
+        const int64_t k0 = kb * plan_.kc;
+        const int64_t k_len = std::min(plan_.kc, p_.k - k0);
+        pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
+                    panel_groups(L, k_len), b_full + (pack_b_per_k_block ? 0 : kb * block_bytes), comp);
+        if (comp && kb + 1 == k_blocks_)  // the column sums are complete: scaled once, read by the last K block
+            for (int64_t j = 0; j < n_cur; ++j) comp[j] *= comp_factor_;
+    };
     // With several N blocks, every A panel (row tile x K block) is packed once, in the first N block, and kept
     // for the others (up to kKeepPackedABytes), instead of being packed again in each N block: the repacks
     // cost a fifth of a bf16 2048^3 call with 256-column B blocks.
@@ -264,14 +276,8 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
-        for (int64_t kb = 0; kb < k_blocks_; ++kb) {
-            const int64_t k0 = kb * plan_.kc;
-            const int64_t k_len = std::min(plan_.kc, p_.k - k0);
-            pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
-                        panel_groups(L, k_len), b_full + kb * block_bytes, comp);
-        }
-        if (comp)
-            for (int64_t j = 0; j < n_cur; ++j) comp[j] *= comp_factor_;
+        if (!pack_b_per_k_block)
+            for (int64_t kb = 0; kb < k_blocks_; ++kb) pack_b_block(jc, n_cur, kb, comp);
         for (int64_t ic = ch.m0; ic < ch.m1; ic += plan_.mc) {
             const int64_t m_end = std::min(ch.m1, ic + plan_.mc);
             for (int64_t kb = 0; kb < k_blocks_; ++kb) {
@@ -280,7 +286,8 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 const int64_t groups = panel_groups(L, k_len);
                 const Phase phase =
                     k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
-                const uint8_t* b_block = b_full + kb * block_bytes;
+                if (pack_b_per_k_block) pack_b_block(jc, n_cur, kb, comp);
+                const uint8_t* b_block = b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
                 for (int64_t ir = ic; ir < m_end; ir += mr) {
                     const bool row_tail = ir + mr > p_.m;
                     const uint8_t* a_tile;
