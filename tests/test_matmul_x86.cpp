@@ -641,9 +641,9 @@ TEST_CASE("x86 f32: double-buffered B blocks packed between the calls", "[x86][m
     unsetenv("JITMM_X86_BPF");
 }
 
-// The partition: 2-D where a 1-D split over N would make every task pack all of A for a few panels; the
-// 2-thread plans of the benchmark shapes stay 1-D over N; every choice fits the threads and is no slower,
-// by its own estimate, than the 1-D split; a batch count that the threads do not divide gets no second round.
+// The partition: where a 1-D split over N would make every task pack all of A for a few panels, either A is
+// packed once for all threads or the split is 2-D; the 2-thread plans of the benchmark shapes stay 1-D over
+// N; every choice fits the threads and is no slower, by its own estimate, than the 1-D split.
 TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
@@ -652,9 +652,10 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
     for (int64_t s : {512, 1024}) {
         const auto plan = jitmm::plan::plan_x86_gemm_f32(plain_problem(s, s, s, false, false), cpu, isa, 16);
         INFO(plan.describe());
-        CHECK(plan.m_chunks > 1);
-        CHECK(plan.n_chunks > 1);
+        CHECK((plan.share_a || plan.m_chunks > 1));
         CHECK(plan.m_chunks * plan.n_chunks <= 16);
+        // One thread packs A in its task (no one to share it with).
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(s, s, s, false, false), cpu, isa, 1).share_a);
     }
     // Decode-like rows stream B: split over N only.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 4096, 11008, false, false), cpu, isa, 16).m_chunks == 1);
@@ -678,7 +679,7 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
                 p.stride_c = p.m * p.n;
                 const auto plan = jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, threads);
                 INFO(plan.describe() << " batch " << batch);
-                CHECK(batch * plan.m_chunks * plan.n_chunks <= std::max<int64_t>(threads, batch));
+                CHECK(plan.m_chunks * plan.n_chunks <= std::max<int64_t>(1, (threads + batch - 1) / batch));
             }
         }
     }
@@ -691,18 +692,25 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
     in.k = 512;
     in.nc = 512;
     in.pack_a = in.pack_b = true;
-    for (int threads = 1; threads <= 16; ++threads) {
-        in.threads = threads;
-        const auto part = jitmm::plan::choose_partition(in);
-        INFO("threads " << threads << ": " << part.m_chunks << "x" << part.n_chunks);
-        CHECK(part.m_chunks * part.n_chunks <= threads);
-        CHECK(part.cycles <= jitmm::plan::partition_cycles(in, 1, std::min(threads, 16)));
+    for (bool shareable : {false, true}) {
+        in.a_shareable = shareable;
+        for (int threads = 1; threads <= 16; ++threads) {
+            in.threads = threads;
+            const auto part = jitmm::plan::choose_partition(in);
+            INFO("threads " << threads << ": " << part.m_chunks << "x" << part.n_chunks << (part.share_a ? " shared A" : ""));
+            CHECK(part.m_chunks * part.n_chunks <= threads);
+            CHECK(part.cycles <= jitmm::plan::partition_cycles(in, 1, std::min(threads, 16)));
+            CHECK((shareable || !part.share_a));
+            // 16 threads: without a shared A, 2-D (1-D packs all of A in each task for one panel).
+            if (threads == 16 && !shareable) CHECK(part.m_chunks > 1);
+        }
     }
 }
 
 // 2-D partitions (planned at 16 threads, forced at 3 and 5 through JITMM_X86_SPLIT, more chunks than threads
-// included) against the float64 reference, and bit-identical from run to run and engine to engine.
-TEST_CASE("x86 f32: M x N partitions at 3, 5 and 16 threads", "[x86][matmul][partition]") {
+// included), A packed once for all threads or in each task, against the float64 reference, and bit-identical
+// from run to run and engine to engine.
+TEST_CASE("x86 f32: M x N partitions at 3, 5 and 16 threads, shared A", "[x86][matmul][partition]") {
     std::mt19937 rng(1605);
     const Case cases[] = {
         {300, 500, 700, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
@@ -710,21 +718,27 @@ TEST_CASE("x86 f32: M x N partitions at 3, 5 and 16 threads", "[x86][matmul][par
         {500, 300, 513, 2, false, true, 0, 0, 3, -1.0f, 0.5f, JITMM_EPILOGUE_BIAS, JITMM_BIAS_PER_ROW},
         {450, 450, 450, 1, true, false, 1, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_RELU},
     };
-    struct Run { int threads; const char* split; };
-    const Run runs[] = {{16, nullptr}, {3, "3x2"}, {5, "2x3"}, {5, "5x4"}, {16, "4x4"}};
+    // share: JITMM_X86_SHARE_A (A packed once for all threads, or in each task), null: as planned.
+    struct Run { int threads; const char* split; const char* share; };
+    const Run runs[] = {{16, nullptr, nullptr}, {16, nullptr, "0"}, {3, "3x2", "1"}, {5, "2x3", "0"},
+                        {5, "5x4", "1"}, {16, "4x4", "1"}, {2, nullptr, "1"}, {1, nullptr, "1"}};
     for (const Tier& tier : runnable_tiers()) {
         for (const Run& run : runs) {
-            INFO("tier " << tier.name << " threads " << run.threads << " split " << (run.split ? run.split : "planned"));
+            INFO("tier " << tier.name << " threads " << run.threads << " split " << (run.split ? run.split : "planned")
+                          << " shared A " << (run.share ? run.share : "planned"));
             if (run.split) setenv("JITMM_X86_SPLIT", run.split, 1);
+            if (run.share) setenv("JITMM_X86_SHARE_A", run.share, 1);
             jitmm_engine* e = make_engine(tier.name, run.threads);
             for (const Case& c : cases) check_case(e, c, rng);
             jitmm_engine_destroy(e);
             unsetenv("JITMM_X86_SPLIT");
+            unsetenv("JITMM_X86_SHARE_A");
         }
     }
     const int64_t m = 640, n = 480, k = 512;
-    REQUIRE(jitmm::plan::plan_x86_gemm_f32(plain_problem(m, n, k, false, false), jitmm::hw::cpu_info(),
-                                           jitmm::hw::X86Isa::avx512, 16).m_chunks > 1);
+    const auto planned = jitmm::plan::plan_x86_gemm_f32(plain_problem(m, n, k, false, false), jitmm::hw::cpu_info(),
+                                                        jitmm::hw::X86Isa::avx512, 16);
+    REQUIRE((planned.m_chunks > 1 || planned.share_a));
     std::uniform_real_distribution<float> uni(-1, 1);
     std::vector<float> a(m * k), b(k * n), first(m * n), again(m * n, 1.0f);
     for (auto& x : a) x = uni(rng);

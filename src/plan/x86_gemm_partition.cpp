@@ -21,9 +21,12 @@ constexpr double kPackBTransposedCycles = 1.3;
 // all of them stream at once): the FMAs of few rows hide under it.
 constexpr double kStreamBCycles = 1.0;
 
+// Cycles per value of a row tile another task packed (shared A), read from L3 instead of packed from L2.
+constexpr double kReadSharedACycles = 0.2;
+
 }  // namespace
 
-double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks) {
+double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bool share_a) {
     const int64_t rows = ceil_div(in.m_tiles, m_chunks);  // row tiles of the largest task
     const int64_t cols = ceil_div(in.n_tiles, n_chunks);  // column panels of the largest task
     const double k = double(in.k);
@@ -33,7 +36,10 @@ double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks) {
     double pack = 0;
     // A row tile is packed once per N block and K block of the task: a task with few columns repacks its
     // rows for as few FMAs (the 1-D split over N packs all of A in every task).
-    if (in.pack_a) pack += double(rows * in.mr) * k * double(ceil_div(cols * in.nr, in.nc)) * kPackACycles;
+    const double a_uses = double(rows * in.mr) * k * double(ceil_div(cols * in.nr, in.nc));  // A values a task reads
+    // Shared, a task packs its share of the row tiles of the tasks with its rows and reads the rest packed.
+    if (in.pack_a && !share_a) pack += a_uses * kPackACycles;
+    if (in.pack_a && share_a) pack += double(rows * in.mr) * k * kPackACycles / n_chunks + a_uses * kReadSharedACycles;
     if (in.pack_b) pack += double(cols * in.nr) * k * (in.trans_b ? kPackBTransposedCycles : kPackBCycles);
     const double stream = in.b_from_memory ? double(cols * in.nr) * k * kStreamBCycles : 0.0;
     const int64_t tasks = in.batch * int64_t(m_chunks) * n_chunks;
@@ -47,13 +53,17 @@ Partition choose_partition(const PartitionInput& in) {
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(in.threads, in.batch));
     for (int64_t mc = 1; mc <= std::min(in.m_tiles, per_batch); ++mc) {
         for (int64_t nc = std::min(in.n_tiles, per_batch / mc); nc >= 1; --nc) {
-            const double cycles = partition_cycles(in, int(mc), int(nc));
-            // 1% better to count: among near-equal ones the first found wins (fewer M chunks, then more
-            // tasks: every thread streams), so rounding cannot flip the choice between near-identical ones.
-            if (cycles < best.cycles * 0.99) {
-                best.m_chunks = int(mc);
-                best.n_chunks = int(nc);
-                best.cycles = cycles;
+            for (bool share_a : {false, true}) {
+                if (share_a && !in.a_shareable) continue;
+                const double cycles = partition_cycles(in, int(mc), int(nc), share_a);
+                // 1% better to count: among near-equal ones the first found wins (fewer M chunks, then more
+                // tasks: every thread streams), so rounding cannot flip the choice between near-identical ones.
+                if (cycles < best.cycles * 0.99) {
+                    best.m_chunks = int(mc);
+                    best.n_chunks = int(nc);
+                    best.share_a = share_a;
+                    best.cycles = cycles;
+                }
             }
         }
     }

@@ -16,19 +16,24 @@ struct PartitionInput {
     int64_t nc = 1;                    // N block: an A row tile is packed once per N block and K block
     bool pack_a = false, pack_b = false, trans_b = false;
     bool b_from_memory = false;        // B read in place, streamed from memory (not packed, larger than L2)
+    bool a_shareable = false;          // A packed (pack_a) and small enough to be packed whole once per call
     int threads = 1;
 };
 
 struct Partition {
     int m_chunks = 1, n_chunks = 1;
+    bool share_a = false;  // each row tile of A packed once per call by the first task to need it, read by the
+                           // others (x86/shared_panels.hpp), instead of by every task that uses it
     double cycles = 0;  // the estimate it won with (for tests and tuning)
 };
 
-// Estimated cycles of the slowest of the tasks when each batch is cut into m_chunks x n_chunks.
-double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks);
+// Estimated cycles of the slowest of the tasks when each batch is cut into m_chunks x n_chunks, each task
+// packing its A rows itself (share_a false) or the tasks with the same rows sharing the packed tiles.
+double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bool share_a = false);
 
-// The cheapest m_chunks x n_chunks (their product at most the threads a batch gets); near-ties go to fewer
-// M chunks (disjoint B for every task, the old 1-D split), then to more N chunks.
+// The cheapest m_chunks x n_chunks (their product at most the threads a batch gets) and way of packing A;
+// near-ties go to fewer M chunks (disjoint B for every task, the old 1-D split), then to more N chunks, then
+// to A packed in the tasks.
 Partition choose_partition(const PartitionInput& in);
 
 }  // namespace jitmm::plan

@@ -277,9 +277,17 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.trans_b = p.trans_b;
         in.b_from_memory = b_streams_from_memory;
         in.threads = threads;
+        // Shared packed A tiles are read back from L3 by the tasks: at most half of L3 of them. One thread has
+        // nobody to share with (packing A once instead of once per N block measured no faster at 1024^3 to
+        // 4096^3: the packing of the next row tile reads rows already prefetched into L2).
+        const int64_t l3 = cpu.l3_bytes > 0 ? cpu.l3_bytes : 32 * 1024 * 1024;
+        in.a_shareable = plan.pack_a && threads > 1 && 4.0 * double(p.batch) * double(round_up(p.m, L.mr)) *
+                                                double(round_up(p.k, 16) + 16 * ceil_div(p.k, plan.kc)) <= double(l3) / 2;
         const Partition part = choose_partition(in);
         plan.m_chunks = part.m_chunks;
         plan.n_chunks = part.n_chunks;
+        plan.share_a = part.share_a;
+        if (const char* v = std::getenv("JITMM_X86_SHARE_A")) plan.share_a = plan.pack_a && std::atoi(v) != 0;
         // JITMM_X86_SPLIT=MxN forces the chunks of a batch (tuning knob; clamped to the tiles).
         if (const char* forced = std::getenv("JITMM_X86_SPLIT")) {
             int mcs = 0, ncs = 0;
@@ -300,7 +308,10 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
                          p.n <= x86::kSplitFinishMaxWidth;
     if (plan.k_split_ready && threads > 1) {
         plan.k_splits = choose_k_splits(units, p.batch, threads, max_parts);
-        if (plan.k_splits > 1) plan.m_chunks = plan.n_chunks = 1;  // each part task covers every tile
+        if (plan.k_splits > 1) {
+            plan.m_chunks = plan.n_chunks = 1;  // each part task covers every tile
+            plan.share_a = false;
+        }
     }
     return plan;
 }
@@ -327,11 +338,11 @@ std::string X86GemmPlan::describe() const {
         std::strncat(prefetch, rows, sizeof prefetch - std::strlen(prefetch) - 1);
     }
     char buf[320];
-    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%dx%d%s",
+    std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%dx%d%s%s",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB",
                   pack_a ? " packA" : "", single_call ? " single-call" : "", k_split_ready ? " ksplit-ready" : "",
-                  threads, m_chunks, n_chunks, k_splits, prefetch);
+                  threads, m_chunks, n_chunks, k_splits, share_a ? " sharedA" : "", prefetch);
     return buf;
 }
 

@@ -23,6 +23,8 @@ struct X86GemmPlan {
     int threads = 1;            // threads the run fans out to
     int m_chunks = 1, n_chunks = 1;  // each batch's C split into m_chunks x n_chunks tile-aligned parts
     int k_splits = 1;           // > 1: K cut into this many parts of whole K blocks, summed by the finish pass
+    bool share_a = false;       // pack_a: each A row tile packed once per call by the first task that needs it
+                                // and read by the others (instead of by each task, once per N block); driver only
 
     int nr() const { return layout.nv * x86::vector_length(layout.isa); }
     std::string describe() const;

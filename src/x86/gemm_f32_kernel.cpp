@@ -152,20 +152,36 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     }
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
     const int64_t tasks = p_.batch * per_batch;
+    const int mr = plan_.layout.mr;
+    const int64_t a_batch_tiles = ceil_div(p_.m, mr) * k_blocks_;
+    std::unique_ptr<SharedPanels> shared_a;
+    if (plan_.share_a) shared_a = std::make_unique<SharedPanels>(p_.batch * a_batch_tiles, a_tile_floats());
     auto task = [&](int64_t t) {
         const int64_t batch = t / per_batch, part = t % per_batch;
         int64_t m0, m1, n0, n1;
-        chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, part / plan_.n_chunks, &m0, &m1);
+        chunk_range(p_.m, mr, plan_.m_chunks, part / plan_.n_chunks, &m0, &m1);
         chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &n0, &n1);
         if (m0 >= m1 || n0 >= n1) return;
-        run_chunk(a + batch * p_.stride_a, b + batch * p_.stride_b, c + batch * p_.stride_c, bias, m0, m1, n0, n1,
-                  0, k_blocks_, false);
+        ChunkA chunk_a;
+        if (shared_a) {
+            chunk_a.panels = shared_a.get();
+            chunk_a.first = batch * a_batch_tiles;
+            chunk_a.first_tile = ceil_div(m1 - m0, mr) * (part % plan_.n_chunks) / plan_.n_chunks;
+        }
+        run_chunk(a + batch * p_.stride_a, chunk_a, b + batch * p_.stride_b, c + batch * p_.stride_c, bias, m0, m1,
+                  n0, n1, 0, k_blocks_, false);
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
     } else {
         runner_->parallel_for(tasks, task);
     }
+}
+
+int64_t GemmF32Kernel::a_tile_floats() const {
+    // Whole cache lines per tile: the rows of A as stored are padded to lines already (a_panel_ld).
+    const int64_t floats = p_.trans_a ? plan_.kc * plan_.layout.mr : int64_t(plan_.layout.mr) * plan_.a_panel_ld;
+    return ceil_div(floats, 16) * 16;
 }
 
 // Loop order: N blocks, K blocks (B packed once per block into L2-sized panels), then row tiles outermost
@@ -175,12 +191,15 @@ void GemmF32Kernel::run(const RunArgs& args) const {
 // spread over its K loop) one run of the next block's source, and the driver packs what the earlier calls
 // brought into L2, so that the next block's reads from memory overlap the FMAs instead of stalling a packing
 // pass between blocks (1024^3: ~5% of the run). Only the chunk's first block is packed up front.
-void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
-                              int64_t n0, int64_t n1, int64_t kb0, int64_t kb1, bool split) const {
+void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const float* b, float* c, const float* bias,
+                              int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t kb0, int64_t kb1,
+                              bool split) const {
     const int mr = plan_.layout.mr;
     const int64_t nr = plan_.nr();
+    const int64_t m_tiles = ceil_div(p_.m, mr), chunk_tiles = ceil_div(m1 - m0, mr);
+    const int64_t first_ir = m0 + shared_a.first_tile * mr;
     float* a_panel =
-        plan_.pack_a ? pack_buffer<0>(static_cast<size_t>(std::max<int64_t>(plan_.kc, mr) * plan_.a_panel_ld + 16))
+        plan_.pack_a && !shared_a.panels ? pack_buffer<0>(static_cast<size_t>(std::max<int64_t>(plan_.kc, mr) * plan_.a_panel_ld + 16))
                      : nullptr;
     // Block i of the chunk: N block i / k_count, K block kb0 + i % k_count.
     const int64_t k_count = kb1 - kb0, blocks = ceil_div(n1 - n0, plan_.nc) * k_count;
@@ -255,18 +274,31 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
             return p_.trans_b ? rows_done / kPackBColumns : rows_done;
         };
         int64_t packed = 0;
-        for (int64_t ir = m0; ir < m1; ir += mr) {
+        for (int64_t step = 0; step < chunk_tiles; ++step) {
+            // Row tiles from the first_tile-th, wrapping around (0 unless A is shared).
+            const int64_t ir = m0 + (step + shared_a.first_tile) % chunk_tiles * mr;
+            const bool has_next = step + 1 < chunk_tiles;
+            const int64_t next_ir = m0 + (step + 1 + shared_a.first_tile) % chunk_tiles * mr;
             const bool row_tail = ir + mr > p_.m;
+            const int rows = static_cast<int>(std::min<int64_t>(mr, p_.m - ir));
             const float* a_tile = p_.trans_a ? a + blk.k0 * p_.lda + ir : a + ir * p_.lda + blk.k0;
-            if (plan_.pack_a) {
-                pack_a_f32(a, p_.lda, p_.trans_a, ir, static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), blk.k0,
-                           blk.k_len, plan_.a_panel_ld, a_panel);
+            const int64_t panel_index = shared_a.first + blk.kb * m_tiles + ir / mr;
+            if (shared_a.panels) {
+                a_tile = shared_a.panels->get(panel_index, [&](float* panel) {
+                    pack_a_f32(a, p_.lda, p_.trans_a, ir, rows, blk.k0, blk.k_len, plan_.a_panel_ld, panel);
+                });
+            } else if (plan_.pack_a) {
+                pack_a_f32(a, p_.lda, p_.trans_a, ir, rows, blk.k0, blk.k_len, plan_.a_panel_ld, a_panel);
                 a_tile = a_panel;
             }
             const float* row_bias = p_.bias == BiasKind::per_row ? bias + ir : nullptr;
             // With a_prefetch, the call for panel q prefetches row q of the next row tile's K range (A
-            // as stored), so that its packing reads L2 instead of memory; past those rows, the panel.
-            const int64_t next_rows = plan_.layout.a_prefetch ? std::min<int64_t>(mr, m1 - ir - mr) : 0;
+            // as stored), so that its packing reads L2 instead of memory; past those rows, the panel. A shared
+            // next tile that another task has claimed is read packed: its packed rows instead.
+            const int64_t next_rows = plan_.layout.a_prefetch && has_next ? std::min<int64_t>(mr, m1 - next_ir) : 0;
+            const float* next_packed = nullptr;
+            if (next_rows > 0 && shared_a.panels && shared_a.panels->claimed(panel_index - ir / mr + next_ir / mr))
+                next_packed = shared_a.panels->panel(panel_index - ir / mr + next_ir / mr);
             int64_t q = 0;
             const float* b_tile = plan_.pack_b ? b_panels : b + blk.k0 * p_.ldb + blk.jc;
             const int64_t b_tile_step = plan_.pack_b ? blk.k_len * nr : nr;
@@ -280,15 +312,17 @@ void GemmF32Kernel::run_chunk(const float* a, const float* b, float* c, const fl
                 }
                 const bool col_tail = jr + nr > p_.n;
                 const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
-                const float* a_next = q < next_rows ? a + (ir + mr + q) * p_.lda + blk.k0 : a_tile;
+                const float* a_next = q >= next_rows ? a_tile
+                                      : next_packed ? next_packed + q * plan_.a_panel_ld
+                                                    : a + (next_ir + q) * p_.lda + blk.k0;
                 const float* b_next = segment();
                 if (seg_floats > 0) advance_segment();
                 // The next call's C tile: the next panel, else the next row tile's first, else the next
                 // block's first (the last call prefetches its own).
                 float* c_tile = c + ir * p_.ldc + jr;
                 const float* c_next = jr + nr < blk.jc + blk.n_cur ? c_tile + nr
-                                      : ir + mr < m1             ? c + (ir + mr) * p_.ldc + blk.jc
-                                      : i + 1 < blocks           ? c + m0 * p_.ldc + block(i + 1).jc
+                                      : has_next                 ? c + next_ir * p_.ldc + blk.jc
+                                      : i + 1 < blocks           ? c + first_ir * p_.ldc + block(i + 1).jc
                                                                  : c_tile;
                 // Nothing left to prefetch: the call's own panel (in cache) keeps the prefetches harmless.
                 ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c_tile, bias_tile, a_next, b_next ? b_next : b_tile,
@@ -319,7 +353,8 @@ void GemmF32Kernel::run_split(const float* a, const float* b, float* c, const fl
     r.finish = finish_;
     run_k_split(*runner_, r, [&](int64_t batch, int part, float* slab) {
         const int64_t kb0 = k_blocks_ * part / r.parts, kb1 = k_blocks_ * (part + 1) / r.parts;
-        run_chunk(a + batch * p_.stride_a, b + batch * p_.stride_b, slab, bias, 0, p_.m, 0, p_.n, kb0, kb1, true);
+        run_chunk(a + batch * p_.stride_a, ChunkA{}, b + batch * p_.stride_b, slab, bias, 0, p_.m, 0, p_.n, kb0, kb1,
+                  true);
     });
 }
 

@@ -9,6 +9,7 @@
 #include "plan/x86_gemm_plan.hpp"
 #include "x86/exec_memory.hpp"
 #include "x86/gemm_f32_generator.hpp"
+#include "x86/shared_panels.hpp"
 
 #include <memory>
 
@@ -34,9 +35,19 @@ public:
     static constexpr int kSlotCount = 2 * 2 * kPhaseCount;
 
 private:
+    // Where a chunk's packed A row tiles come from: its own panel (panels null), or the call's shared
+    // panels (plan_.share_a), panel (first + K block * row tiles + row tile), the chunk's row tiles walked from
+    // its `first_tile`-th, wrapping around, so that the tasks sharing the rows start packing different ones.
+    struct ChunkA {
+        const SharedPanels* panels = nullptr;
+        int64_t first = 0;
+        int64_t first_tile = 0;
+    };
     // Tiles [m0, m1) x [n0, n1) over the K blocks [kb0, kb1) (split: a K part, written to scratch C).
-    void run_chunk(const float* a, const float* b, float* c, const float* bias, int64_t m0, int64_t m1,
-                   int64_t n0, int64_t n1, int64_t kb0, int64_t kb1, bool split) const;
+    void run_chunk(const float* a, const ChunkA& shared_a, const float* b, float* c, const float* bias, int64_t m0,
+                   int64_t m1, int64_t n0, int64_t n1, int64_t kb0, int64_t kb1, bool split) const;
+    // Floats of one packed A row tile: [mr][a_panel_ld] (A as stored) or [kc][mr] (trans_a), whole lines.
+    int64_t a_tile_floats() const;
     void run_split(const float* a, const float* b, float* c, const float* bias) const;
     UkernelFn ukernel(bool row_tail, bool col_tail, Phase phase) const {
         return fns_[row_tail][col_tail][phase];
