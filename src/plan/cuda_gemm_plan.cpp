@@ -51,19 +51,20 @@ OperandPath operand_path(bool k_major, int64_t ld, int64_t stride, int64_t batch
     return k_major || e == 2 ? OperandPath::cp_async : OperandPath::vector;
 }
 
-// JITMM_CUDA_TILE (developer knob for tuning runs): "tiled:BMxBNxWMxWNxSTAGES[xBK_BYTES]" (BK 64 or 128 bytes),
+// JITMM_CUDA_TILE (developer knob for tuning runs): "tiled:BMxBNxWMxWNxSTAGES[xBK_BYTES[xBLOCKS_PER_SM]]" (BK 64
+// or 128 bytes; blocks per SM the launch bounds ask the registers to allow, 1..4),
 // "skinny:NTxKWxU" or "gemv:WARPSxSTAGESxSEGMENT_BYTESxBLOCKS_PER_SM".
 // Applied where it fits the problem; part of the key like any plan.
 bool apply_override(CudaGemmPlan& plan) {
     const char* text = std::getenv("JITMM_CUDA_TILE");
     if (text == nullptr || *text == '\0') return false;
-    int v[6] = {0, 0, 0, 0, 0, 64};
-    const int fields = std::sscanf(text, "tiled:%dx%dx%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]);
+    int v[7] = {0, 0, 0, 0, 0, 64, 1};
+    const int fields = std::sscanf(text, "tiled:%dx%dx%dx%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]);
     if (fields >= 5) {
         if (plan.family != CudaKernelFamily::tiled) return false;
         const bool ok = v[0] >= 16 && v[0] % 16 == 0 && v[1] >= 16 && v[1] % 16 == 0 && v[2] >= 1 && v[3] >= 1 &&
                         v[0] % (16 * v[2]) == 0 && v[1] % (16 * v[3]) == 0 && v[4] >= 2 && v[4] <= 8 &&
-                        v[2] * v[3] <= 16 && (v[5] == 64 || v[5] == 128);
+                        v[2] * v[3] <= 16 && (v[5] == 64 || v[5] == 128) && v[6] >= 1 && v[6] <= 4;
         if (!ok) fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad tiled shape \"") + text + "\"");
         plan.bm = v[0];
         plan.bn = v[1];
@@ -71,7 +72,7 @@ bool apply_override(CudaGemmPlan& plan) {
         plan.warps_n = v[3];
         plan.stages = v[4];
         plan.bk = v[5] / (plan.bk > 0 ? 64 / plan.bk : 1);  // bytes -> elements (plan.bk holds 64 bytes)
-        plan.min_blocks_per_sm = 1;
+        plan.min_blocks_per_sm = v[6];
         return true;
     }
     if (std::sscanf(text, "skinny:%dx%dx%d", &v[0], &v[1], &v[2]) == 3) {
@@ -98,7 +99,7 @@ bool apply_override(CudaGemmPlan& plan) {
         plan.min_blocks_per_sm = v[3];
         return true;
     }
-    fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: expected tiled:BMxBNxWMxWNxSTAGES[xBK], "
+    fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: expected tiled:BMxBNxWMxWNxSTAGES[xBK[xBLOCKS]], "
                                                  "skinny:NTxKWxU or gemv:WARPSxSTAGESxSEGMENTxBLOCKS, got \"") + text + "\"");
 }
 
