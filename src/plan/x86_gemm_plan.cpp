@@ -40,6 +40,9 @@ constexpr double kMinFlopsPerThread = 2.0e6;
 // Or this many bytes of A and B: a memory-bound thread streams them in ~15 microseconds.
 constexpr double kMinBytesPerThread = 256.0 * 1024;
 
+// Packed A shared by the tasks of a call (2048x4096 fits, 4096x4096 does not).
+constexpr int64_t kMaxSharedABytes = 48ll << 20;
+
 // A K-split part covers at least this much of K (its partial tile costs a store and a reload).
 constexpr int64_t kMinSplitK = 512;
 
@@ -277,12 +280,15 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.trans_b = p.trans_b;
         in.b_from_memory = b_streams_from_memory;
         in.threads = threads;
-        // Shared packed A tiles are read back from L3 by the tasks: at most half of L3 of them. One thread has
+        // Shared packed A tiles are read back from L3 by the tasks, and their buffer stays with the calling
+        // thread for its next calls: at most a quarter of L3 and kMaxSharedABytes of them. One thread has
         // nobody to share with (packing A once instead of once per N block measured no faster at 1024^3 to
         // 4096^3: the packing of the next row tile reads rows already prefetched into L2).
         const int64_t l3 = cpu.l3_bytes > 0 ? cpu.l3_bytes : 32 * 1024 * 1024;
-        in.a_shareable = plan.pack_a && threads > 1 && 4.0 * double(p.batch) * double(round_up(p.m, L.mr)) *
-                                                double(round_up(p.k, 16) + 16 * ceil_div(p.k, plan.kc)) <= double(l3) / 2;
+        const double shared_a_bytes = 4.0 * double(p.batch) * double(round_up(p.m, L.mr)) *
+                                      double(round_up(p.k, 16) + 16 * ceil_div(p.k, plan.kc));
+        in.a_shareable = plan.pack_a && threads > 1 &&
+                         shared_a_bytes <= std::min<double>(double(l3) / 4, double(kMaxSharedABytes));
         const Partition part = choose_partition(in);
         plan.m_chunks = part.m_chunks;
         plan.n_chunks = part.n_chunks;
