@@ -16,6 +16,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -761,4 +762,39 @@ TEST_CASE("x86 f32: M x N partitions at 3, 5 and 16 threads, shared A", "[x86][m
     }
     jitmm_engine_destroy(e1);
     jitmm_engine_destroy(e2);
+}
+
+namespace {
+// A framework's parallel_for that runs the tasks last to first on the calling thread (a task then meets row
+// tiles that no earlier task packed), or on one std::thread per task, all at once.
+void reversed_parallel_for(void*, int64_t n, jitmm_task_fn fn, void* fn_ctx) {
+    for (int64_t i = n - 1; i >= 0; --i) fn(fn_ctx, i);
+}
+void thread_per_task_parallel_for(void*, int64_t n, jitmm_task_fn fn, void* fn_ctx) {
+    std::vector<std::thread> threads;
+    for (int64_t i = 0; i < n; ++i) threads.emplace_back([=] { fn(fn_ctx, i); });
+    for (auto& t : threads) t.join();
+}
+}  // namespace
+
+// Shared A tiles under a framework's parallel_for: tasks one after another in reverse order, or all at once.
+TEST_CASE("x86 f32: shared A under an external parallel_for", "[x86][matmul][partition]") {
+    std::mt19937 rng(2311);
+    const Case cases[] = {
+        {640, 480, 512, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_RELU},
+        {300, 700, 600, 2, true, true, 2, 0, 1, 0.5f, 1.0f, JITMM_EPILOGUE_GELU_ERF},
+    };
+    for (jitmm_parallel_for_fn fn : {&reversed_parallel_for, &thread_per_task_parallel_for}) {
+        jitmm_engine_config cfg;
+        REQUIRE(jitmm_engine_config_init(&cfg) == JITMM_STATUS_SUCCESS);
+        cfg.num_threads = 16;
+        cfg.cache_dir = "";
+        cfg.parallel_for = fn;
+        jitmm_engine* e = nullptr;
+        REQUIRE(jitmm_engine_create(&cfg, &e) == JITMM_STATUS_SUCCESS);
+        setenv("JITMM_X86_SHARE_A", "1", 1);
+        for (const Case& c : cases) check_case(e, c, rng);
+        unsetenv("JITMM_X86_SHARE_A");
+        jitmm_engine_destroy(e);
+    }
 }
