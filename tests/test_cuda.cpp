@@ -721,7 +721,7 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     split_bf16.bias = BiasKind::per_column, split_bf16.act = Activation::gelu_tanh;
     cases.push_back({split_bf16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, jitmm::ScaleMode::none, jitmm::ScaleMode::none,
                      "sm90:128x128x6x1x4"});
-    cases.push_back({Case{64, 512, 8192, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32}, JITMM_DTYPE_S8,
+    cases.push_back({Case{96, 512, 8192, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32}, JITMM_DTYPE_S8,
                      JITMM_DTYPE_S8, jitmm::ScaleMode::none, jitmm::ScaleMode::none, "sm90:64x128x6x1x3"});
     cases.push_back({Case{130, 640, 4096, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_F32}, JITMM_DTYPE_F8_E4M3,
                      JITMM_DTYPE_F8_E5M2, jitmm::ScaleMode::per_row, jitmm::ScaleMode::per_column,
@@ -799,6 +799,11 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     // Larger ones are staged: copied K-major and packed into the workspace.
     Case dec{1, 4096, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(dec), h100));
+    dec.m = 64;  // still the gemv kernel's; one more row is the Hopper kernel's
+    CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(dec), h100));
+    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(dec), h100).family == jitmm::plan::CudaKernelFamily::gemv);
+    dec.m = 65;
+    CHECK(jitmm::plan::sm90_applies(problem_of(dec), h100));
     Case pad{256, 256, 256, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     pad.lda_pad = 1;  // 514-byte rows
     CHECK(jitmm::plan::sm90_applies(problem_of(pad), h100));
@@ -1076,8 +1081,8 @@ TEST_CASE("cuda: batches, broadcast B, padded and misaligned leading dims, misal
     run_cases(cases);
 }
 
-// The decode kernel (M <= 16, B stored N x K with 16-byte rows): weight rows through a cp.async ring. Every
-// input type, M across one and two 8-row tiles of A, N and K tails (K * element bytes not a multiple of the
+// The decode kernel (M <= 64, B stored N x K with 16-byte rows): weight rows through a cp.async ring. Every
+// input type, M across one to eight 8-row tiles of A, N and K tails (K * element bytes not a multiple of the
 // 128-256-byte segments, nor of 16 with padded rows), fewer segments than warps, batches, ld > width,
 // every epilogue part, a non-default stream.
 TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "[cuda]") {
@@ -1087,7 +1092,8 @@ TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "
         int64_t m, n, k, batch;
     };
     const Shape shapes[] = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2}, {9, 515, 777, 1},
-                            {16, 1024, 4104, 1}, {16, 17, 40, 3}, {1, 7, 8, 1}, {12, 4097, 11008, 1}};
+                            {16, 1024, 4104, 1}, {16, 17, 40, 3}, {1, 7, 8, 1}, {12, 4097, 11008, 1},
+                            {17, 300, 500, 1}, {32, 1280, 8192, 1}, {45, 999, 1000, 2}, {64, 512, 2056, 1}};
     size_t i = 0;
     for (const DtypePair& d : kDtypes)
         for (const Shape& sh : shapes) {
@@ -1269,7 +1275,7 @@ TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     odd_n.caller_workspace = true;
     odd_n.run_twice = true;
     cases.push_back(odd_n);
-    Case s8{64, 512, 8192, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    Case s8{96, 512, 8192, 1, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
     s8.beta = 1.0f, s8.bias = BiasKind::per_column, s8.act = Activation::relu;
     s8.want_generator = kSm90;
     cases.push_back(s8);

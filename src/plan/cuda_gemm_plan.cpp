@@ -21,6 +21,10 @@ constexpr int64_t kMaxDim = int64_t{1} << 27;
 
 bool aligned16(int64_t elements, int64_t element_bytes) { return (elements * element_bytes) % 16 == 0; }
 
+// Rows of A the gemv kernel takes: up to here streaming the weights once beats the tiled kernels (H100,
+// bench/RESULTS.md: M = 32 and 64 rows of Llama shapes).
+constexpr int64_t kGemvMaxRows = 64;
+
 // One CTA tile the planner may pick for the tiled family, with what the estimate needs.
 struct TileCandidate {
     int bm, bn, warps_m, warps_n, stages;
@@ -128,8 +132,12 @@ int64_t CudaGemmPlan::smem_bytes(int element_bytes) const {
 }
 
 int64_t CudaGemmPlan::gemv_smem_bytes(int64_t m) const {
-    return int64_t{gemv_warps} * gemv_stages * (16 + ceil_div(m, 8) * 8) * gemv_segment;
+    return int64_t{gemv_warps} * gemv_stages * (16 + gemv_a_tiles(m) * 8) * gemv_segment;
 }
+
+int64_t gemv_a_tiles(int64_t m) { return m <= 8 ? 1 : ceil_div(m, 16) * 2; }
+
+bool gemv_shape(const Problem& p) { return p.m <= kGemvMaxRows && !p.trans_a && p.trans_b; }
 
 std::string CudaGemmPlan::describe() const {
     char buf[256];
@@ -225,7 +233,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
     const bool decode = p.m <= 16 && !p.trans_a && p.trans_b;
     const bool rows16 = aligned_pointers && aligned16(p.lda, e) && aligned16(p.ldb, e) &&
                         (p.batch == 1 || (aligned16(p.stride_a, e) && aligned16(p.stride_b, e)));
-    if (decode && rows16) {
+    if (gemv_shape(p) && rows16) {
         // Whole 128-byte lines of a row per request: the H100 streamed 90 MB of weights at 2.7-2.8 TB/s this
         // way, against 2.1-2.3 TB/s when a warp's 16-byte loads cover 64 bytes of 8 rows (the mma fragment's
         // layout, the skinny kernel). Measured per M (bench/RESULTS.md): 4 warps, 4 stages; 256-byte segments
@@ -234,7 +242,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
         plan.gemv_warps = 4;
         plan.gemv_stages = 4;
         plan.gemv_segment = p.m <= 8 ? 256 : 128;
-        plan.min_blocks_per_sm = p.m <= 8 ? 2 : 4;
+        plan.min_blocks_per_sm = p.m <= 8 ? 2 : p.m <= 16 ? 4 : p.m <= 32 ? 2 : 1;
         while (plan.gemv_stages > 2 && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin) --plan.gemv_stages;
         plan.c_pairs = false;
         plan.bm = plan.bn = plan.bk = 0;

@@ -70,6 +70,13 @@ struct CudaTarget {
     int64_t smem_per_sm = 164 * 1024;
 };
 
+// gemv: the 8-row tiles A is read in (1 for M <= 8, else an even count: ldmatrix fetches two at a time).
+int64_t gemv_a_tiles(int64_t m);
+
+// Decode shapes the gemv kernel takes when A's and B's rows are 16-byte aligned (M up to 64 rows, B stored
+// N x K); the Hopper planner leaves them to it.
+bool gemv_shape(const Problem& p);
+
 CudaTarget cuda_target_from_gpu(const hw::GpuInfo& gpu);
 // Defaults for an arch named without a device (A100, H100, B200 figures). Throws UNSUPPORTED for others.
 CudaTarget cuda_target_from_arch(const std::string& arch);

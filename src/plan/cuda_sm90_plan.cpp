@@ -280,7 +280,12 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
         p.batch > (int64_t{1} << 31))
         return no("dimensions beyond TMA's 32-bit coordinates");
     // Decode shapes stream B at memory speed on the SM80 skinny kernel; fp8 has no kernel there.
-    if (p.m <= 16 && !p.trans_a && p.trans_b && !dtype_is_fp8(p.a_type)) return no("decode shape: the skinny kernel");
+    // Decode shapes (few rows of A, B stored N x K) stream B at memory speed on the SM80 gemv/skinny kernels;
+    // fp8 has no kernel there. Rows off 16 bytes past 16 rows come back here (staged).
+    const int64_t e = dtype_size(p.a_type);
+    const bool rows16 = aligned16(p.lda, e) && aligned16(p.ldb, e) &&
+                        (p.batch == 1 || (aligned16(p.stride_a, e) && aligned16(p.stride_b, e)));
+    if (!dtype_is_fp8(p.a_type) && gemv_shape(p) && (p.m <= 16 || rows16)) return no("decode shape: the gemv kernel");
     return true;
 }
 

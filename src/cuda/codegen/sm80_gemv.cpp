@@ -23,8 +23,8 @@ void emit_sm80_gemv(std::ostringstream& os, const Problem& p, const plan::CudaGe
     const int seg = plan.gemv_segment;
     const int64_t segs = ceil_div(row_bytes, seg);
     const int64_t per_warp = ceil_div(segs, plan.gemv_warps);
-    const int64_t mt = ceil_div(p.m, 8);
-    const bool tail_n = p.n % 16 != 0, tail_k = row_bytes % seg != 0, tail_m = p.m % 8 != 0;
+    const int64_t mt = plan::gemv_a_tiles(p.m);
+    const bool tail_n = p.n % 16 != 0, tail_k = row_bytes % seg != 0, tail_m = p.m < mt * 8;
 
     os << "\n// ---- shape and split (compile-time)\n";
     os << "constexpr int M = " << p.m << ", N = " << p.n << ", K = " << p.k << ";\n";
@@ -124,8 +124,8 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     const u32 w_rows = ring + j % STAGES * STAGE, a_rows = w_rows + W_BYTES;
 )";
     // 32 bytes of K per mma (k16 bf16/f16, k8 tf32, k32 s8). The weight fragment: matrices (rows 0-7, first
-    // 16 bytes), (rows 8-15, first), (rows 0-7, second), (rows 8-15, second). The A fragment: one 8-row tile
-    // and two k-steps per ldmatrix (MT 1), or one k-step and two tiles (MT 2).
+    // 16 bytes), (rows 8-15, first), (rows 0-7, second), (rows 8-15, second). The A fragments: one 8-row tile
+    // and two k-steps per ldmatrix (MT 1), or one k-step and two tiles (MT even).
     if (mt == 1) {
         os << R"(#pragma unroll
     for (int kp = 0; kp < CH / 4; ++kp) {  // two k-steps of 32 bytes
@@ -144,13 +144,17 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     } else {
         os << R"(#pragma unroll
     for (int ks = 0; ks < CH / 2; ++ks) {  // one k-step of 32 bytes
-      u32 w[4], x[4];
+      u32 w[4];
       ldsm_x4(w, chunk_at(w_rows, (q & 1) * 8 + i8, 2 * ks + (q >> 1)));
-      ldsm_x4(x, chunk_at(a_rows, (q >> 1) * 8 + i8, 2 * ks + (q & 1)));
       const u32 a[4] = {prep(w[0]), prep(w[1]), prep(w[2]), prep(w[3])};
-      const u32 b0[2] = {prep(x[0]), prep(x[1])}, b1[2] = {prep(x[2]), prep(x[3])};
-      mma(acc[0], a, b0);
-      mma(acc[1], a, b1);
+#pragma unroll
+      for (int tp = 0; tp < MT / 2; ++tp) {  // A tiles 2 tp and 2 tp + 1
+        u32 x[4];
+        ldsm_x4(x, chunk_at(a_rows, (2 * tp + (q >> 1)) * 8 + i8, 2 * ks + (q & 1)));
+        const u32 b0[2] = {prep(x[0]), prep(x[1])}, b1[2] = {prep(x[2]), prep(x[3])};
+        mma(acc[2 * tp], a, b0);
+        mma(acc[2 * tp + 1], a, b1);
+      }
     }
 )";
     }
