@@ -21,9 +21,10 @@ constexpr int64_t kMaxDim = int64_t{1} << 27;
 
 bool aligned16(int64_t elements, int64_t element_bytes) { return (elements * element_bytes) % 16 == 0; }
 
-// Rows of A the gemv kernel takes: up to here streaming the weights once beats the tiled kernels (H100,
-// bench/RESULTS.md: M = 32 and 64 rows of Llama shapes).
-constexpr int64_t kGemvMaxRows = 64;
+// Rows of A the gemv kernel takes. H100, Llama-2 7B/70B linear layers, ratio to cuBLASLt: at 32 rows
+// 0.96-1.09 (the Hopper kernel's 64x64 tiles: 0.68-1.05, 0.68 at 32x1280x8192); at 64 rows only 0.75-0.98,
+// where the A tiles re-read per 16 weight rows cost more than streaming the weights once saves.
+constexpr int64_t kGemvMaxRows = 32;
 
 // One CTA tile the planner may pick for the tiled family, with what the estimate needs.
 struct TileCandidate {
@@ -242,7 +243,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
         plan.gemv_warps = 4;
         plan.gemv_stages = 4;
         plan.gemv_segment = p.m <= 8 ? 256 : 128;
-        plan.min_blocks_per_sm = p.m <= 8 ? 2 : p.m <= 16 ? 4 : p.m <= 32 ? 2 : 1;
+        plan.min_blocks_per_sm = p.m <= 8 ? 2 : p.m <= 16 ? 4 : 2;
         while (plan.gemv_stages > 2 && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin) --plan.gemv_stages;
         plan.c_pairs = false;
         plan.bm = plan.bn = plan.bk = 0;

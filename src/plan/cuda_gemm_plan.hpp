@@ -15,7 +15,7 @@ namespace jitmm::plan {
 enum class CudaKernelFamily : int32_t {
     tiled = 0,   // CTA tile of C, cp.async multi-stage shared-memory pipeline, ldmatrix + mma.sync
     skinny = 1,  // M <= 16 (decode), rows not 16-byte aligned: swap-AB mma.sync from global loads, split-K in a CTA
-    gemv = 2,    // M <= 16 (decode), 16-byte rows: weight rows streamed whole-line through shared memory by
+    gemv = 2,    // M <= 32 (decode), 16-byte rows: weight rows streamed whole-line through shared memory by
                  // cp.async, ldmatrix + swap-AB mma.sync, each warp of a CTA its own contiguous K range
 };
 
@@ -73,7 +73,7 @@ struct CudaTarget {
 // gemv: the 8-row tiles A is read in (1 for M <= 8, else an even count: ldmatrix fetches two at a time).
 int64_t gemv_a_tiles(int64_t m);
 
-// Decode shapes the gemv kernel takes when A's and B's rows are 16-byte aligned (M up to 64 rows, B stored
+// Decode shapes the gemv kernel takes when A's and B's rows are 16-byte aligned (M up to 32 rows, B stored
 // N x K); the Hopper planner leaves them to it.
 bool gemv_shape(const Problem& p);
 

@@ -1,4 +1,4 @@
-// The SM80 family's decode kernel (M <= 16, B stored N x K with 16-byte aligned rows: a Linear layer's
+// The SM80 family's decode kernel (M <= 32, B stored N x K with 16-byte aligned rows: a Linear layer's
 // weights): C^T = B^T A^T with B^T's rows in the mma's 16-row slot. Each warp streams its own contiguous K
 // range of 16 weight rows through a cp.async ring in shared memory, 128-byte lines of one row per request,
 // and feeds the tensor cores with ldmatrix; the warps' partial sums meet in shared memory.
