@@ -655,8 +655,8 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
         INFO(plan.describe());
         CHECK((plan.share_a || plan.m_chunks > 1));
         CHECK(plan.m_chunks * plan.n_chunks <= 16);
-        // One thread packs A in its task (no one to share it with).
-        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(s, s, s, false, false), cpu, isa, 1).share_a);
+        // One thread shares A between its N blocks: 1024^3 has two of 512 columns; 512^3 only one.
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(s, s, s, false, false), cpu, isa, 1).share_a == (s > 512));
     }
     // Decode-like rows stream B: split over N only.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 4096, 11008, false, false), cpu, isa, 16).m_chunks == 1);
