@@ -237,13 +237,14 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
     if (gemv_shape(p) && rows16) {
         // Whole 128-byte lines of a row per request: the H100 streamed 90 MB of weights at 2.7-2.8 TB/s this
         // way, against 2.1-2.3 TB/s when a warp's 16-byte loads cover 64 bytes of 8 rows (the mma fragment's
-        // layout, the skinny kernel). Measured per M (bench/RESULTS.md): 4 warps, 4 stages; 256-byte segments
-        // for one 8-row tile of A, 128 for two (the A rows double the bytes of a stage).
+        // layout, the skinny kernel). Measured per M (bench/RESULTS.md), 4 warps and two CTAs per SM in ~96 KB
+        // of rings each: 256-byte segments 4 deep for one 8-row tile of A, 3 deep for two, 128-byte segments 4
+        // deep for four (the A rows are part of every stage).
         plan.family = CudaKernelFamily::gemv;
         plan.gemv_warps = 4;
-        plan.gemv_stages = 4;
-        plan.gemv_segment = p.m <= 8 ? 256 : 128;
-        plan.min_blocks_per_sm = p.m <= 8 ? 2 : p.m <= 16 ? 4 : 2;
+        plan.gemv_stages = p.m <= 8 || p.m > 16 ? 4 : 3;
+        plan.gemv_segment = p.m <= 16 ? 256 : 128;
+        plan.min_blocks_per_sm = 2;
         while (plan.gemv_stages > 2 && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin) --plan.gemv_stages;
         plan.c_pairs = false;
         plan.bm = plan.bn = plan.bk = 0;
