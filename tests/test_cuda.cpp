@@ -870,6 +870,14 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     CHECK_FALSE(jitmm::plan::plan_sm90_gemm(problem_of(ffn), h100).pingpong);
     ffn.k = 768, ffn.act = Activation::none;
     CHECK_FALSE(jitmm::plan::plan_sm90_gemm(problem_of(ffn), h100).pingpong);
+    // Tuning offers ping-pong recipes too, and every candidate is a recipe the planner takes.
+    bool pingpong_offered = false;
+    for (const std::string& c : jitmm::plan::sm90_tune_candidates(problem_of(ffn), h100)) {
+        pingpong_offered = pingpong_offered || c.rfind("sm90p:", 0) == 0;
+        CHECK_NOTHROW(jitmm::plan::plan_sm90_gemm(problem_of(ffn), h100, c));
+        CHECK(jitmm::plan::plan_sm90_gemm(problem_of(ffn), h100, c).smem_bytes() <= h100.smem_per_block_optin);
+    }
+    CHECK(pingpong_offered);
     const auto pdeep = jitmm::plan::plan_sm90_gemm(problem_of(long_nn), h100);
     CHECK(pdeep.stages == 4);
     CHECK(pdeep.c_cols() < pdeep.bn);

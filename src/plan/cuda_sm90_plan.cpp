@@ -412,6 +412,19 @@ std::vector<std::string> sm90_tune_candidates(const Problem& p, const CudaTarget
             if (consumers == 2 && p.m <= 64) continue;
             out.push_back("sm90:" + std::to_string(t.bm) + "x" + std::to_string(bn) + "x" + std::to_string(t.stages));
         }
+    // Ping-pong consumers (one's epilogue under the other's main loop) on 128-row tiles, where there are
+    // tiles enough for both to take turns.
+    if (p.a_scale != ScaleMode::per_block)
+        for (int bn : {128, 64}) {
+            Sm90GemmPlan t;
+            t.pingpong = true;
+            t.c_tma = c_tma_applies(p);
+            t.c_bytes = static_cast<int>(dtype_size(p.c_type));
+            t.bn = bn;
+            t.stages = std::min(deepest_stages(t, target), 6);
+            if (t.smem_bytes() > target.smem_per_block_optin || t.tiles(p) < 2 * target.sm_count) continue;
+            out.push_back("sm90p:128x" + std::to_string(bn) + "x" + std::to_string(t.stages));
+        }
     // The heuristic's split of K, when it splits (every tile, or the last partial wave), and the neighbouring
     // split counts with the same tile.
     const Sm90GemmPlan h = plan_sm90_gemm(p, target, "", /*allow_split=*/true);
