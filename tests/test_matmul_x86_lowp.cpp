@@ -1563,12 +1563,16 @@ TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 thread
     struct Shape {
         int64_t m, n, k;
         bool tb;
+        bool ta = false;
     };
     // (B stored N x K with rows of whole cache lines takes the swapped AMX path; K = 4099 does not.)
     const Shape shapes[] = {{1, 2111, 4096, true}, {2, 1999, 2304, true}, {3, 2049, 1601, false},
                             {4, 1187, 4160, true}, {16, 2100, 2111, false}, {1, 3001, 1999, false},
                             {200, 517, 1200, false}, {97, 1043, 768, true}, {1, 2111, 4099, true},
-                            {257, 700, 1000, false}, {130, 1100, 512, true}};
+                            {257, 700, 1000, false}, {130, 1100, 512, true},
+                            // swapped with A^T packed once per call (shared by the tasks), A stored K x M, and K
+                            // long enough for several K blocks of it
+                            {33, 1500, 2048, true, true}, {100, 600, 11008, true, false}};
     for (const Tier& tier : runnable_tiers()) {
         if (tier.isa != X86Isa::amx && tier.isa != X86Isa::avx512_vnni && tier.isa != X86Isa::avx2) continue;
         EngineGuard one{make_engine(tier.name, 1)};
@@ -1586,12 +1590,14 @@ TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 thread
                 c.n = s.n;
                 c.k = s.k;
                 c.tb = s.tb;
+                c.ta = s.ta;
                 check_case(e.e, c, rng);
                 jitmm_matmul_desc d;
                 jitmm_matmul_desc_init(&d);
                 d.m = s.m; d.n = s.n; d.k = s.k;
                 d.a_type = in[0]; d.b_type = in[1]; d.c_type = in[2];
                 d.trans_b = s.tb;
+                d.trans_a = s.ta;
                 const uint32_t seed = 100 + it;
                 const auto ref = run_for_bits(one.e, d, seed);
                 CHECK(run_for_bits(e.e, d, seed) == ref);

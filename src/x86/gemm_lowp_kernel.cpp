@@ -191,6 +191,7 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     const int64_t a_size = dtype_size(p_.a_type), b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
     const int64_t tasks = p_.batch * per_batch;
+    const uint8_t* shared_a = plan_.layout.swap_ab ? pack_swapped_a_shared(args) : nullptr;
     auto task = [&](int64_t t) {
         const int64_t batch = t / per_batch, part = t % per_batch;
         Chunk chunk;
@@ -201,7 +202,7 @@ void GemmLowpKernel::run(const RunArgs& args) const {
             chunk.m0 = 0;
             chunk.m1 = p_.m;
             chunk_range(p_.n, plan_.layout.mr, plan_.m_chunks, part, &chunk.n0, &chunk.n1);
-            if (chunk.n0 < chunk.n1) run_swapped_chunk(chunk, args, scale);
+            if (chunk.n0 < chunk.n1) run_swapped_chunk(chunk, args, scale, shared_a);
             return;
         }
         if (plan_.layout.dot_nt) {
@@ -373,10 +374,50 @@ void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float s
     }
 }
 
-// Swapped roles (few rows, B stored N x K): A is packed once per task into 32-column panels, like a B; B's rows
-// are the A tiles, read in place when their rows are whole, aligned cache lines (else copied per tile); the
-// kernel's block is C^T and its epilogue writes C row by row.
-void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
+// Several tasks of one batch each read all of op(A)^T: packing it per task repeats the work (and at M = 1 writes a
+// 32-column panel that is mostly zeros) once per thread, 1 MB each for 128x4096x4096 bf16 at 16 threads, about
+// a quarter of a task's time measured at 1 thread (128x256x4096 NT: the transposing packer and its memset 17% of
+// the samples, the microkernel 45%). Here it is packed once: pieces of (K block, 32-column panel, 256 k groups)
+// spread over the threads, then the tasks read it.
+const uint8_t* GemmLowpKernel::pack_swapped_a_shared(const RunArgs& args) const {
+    const plan::LowpLayout& L = plan_.layout;
+    // JITMM_X86_LOWP_SHARE_A=0: every task packs its own (measurements).
+    static const bool off = [] {
+        const char* env = std::getenv("JITMM_X86_LOWP_SHARE_A");
+        return env != nullptr && env[0] == '0';
+    }();
+    if (off || p_.batch != 1 || plan_.threads <= 1 || plan_.m_chunks <= 1) return nullptr;
+    const int64_t nr = plan_.nr();
+    const int g = plan::step_group(L.step);
+    const int64_t block_bytes = panel_groups(L, plan_.kc) * plan_.nc * 4;
+    constexpr int64_t kSliceGroups = 256;  // a multiple of AMX's 16 groups per K step
+    const int64_t panels = ceil_div(p_.m, nr);
+    const int64_t slices = ceil_div(panel_groups(L, plan_.kc), kSliceGroups);
+    uint8_t* packed = scratch<4>(static_cast<size_t>(k_blocks_ * block_bytes));
+    const auto* a = static_cast<const uint8_t*>(args.a);
+    auto piece = [&](int64_t t) {
+        const int64_t kb = t / (panels * slices), p = (t / slices) % panels, s = t % slices;
+        const int64_t k0 = kb * plan_.kc;
+        const int64_t k_len = std::min(plan_.kc, p_.k - k0);
+        const int64_t groups = panel_groups(L, k_len);
+        const int64_t g0 = s * kSliceGroups;
+        if (g0 >= groups) return;
+        const int64_t slice_groups = std::min(kSliceGroups, groups - g0);
+        const int64_t slice_k = std::max<int64_t>(0, std::min(slice_groups * g, k_len - g0 * g));
+        // op(A)^T as a B operand: stored M x K is "transposed", stored K x M (trans_a) is not.
+        pack_b_lowp(L.step, p_.a_type, a, p_.lda, !p_.trans_a, k0 + g0 * g, slice_k, p * nr,
+                    std::min(nr, p_.m - p * nr), static_cast<int>(nr), slice_groups,
+                    packed + kb * block_bytes + (p * groups + g0) * nr * 4, nullptr);
+    };
+    runner_->parallel_for(k_blocks_ * panels * slices, piece);
+    return packed;
+}
+
+// Swapped roles (few rows, B stored N x K): A is packed into 32-column panels, like a B (once per call when
+// shared, else per task); B's rows are the A tiles, read in place when their rows are whole, aligned cache lines
+// (else copied per tile); the kernel's block is C^T and its epilogue writes C row by row.
+void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, float scale,
+                                       const uint8_t* shared_a) const {
     const plan::LowpLayout& L = plan_.layout;
     const int mr = L.mr;
     const int64_t nr = plan_.nr();
@@ -388,7 +429,7 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
     const int64_t block_bytes = block_groups * plan_.nc * 4;
 
     const bool misaligned = reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0;
-    uint8_t* a_packed = scratch<0>(static_cast<size_t>(block_bytes));
+    uint8_t* own_a = shared_a ? nullptr : scratch<0>(static_cast<size_t>(block_bytes));
     uint8_t* b_rows = misaligned ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
     // Several K blocks: the partial sums of the chunk's whole C^T (rows n, columns m) wait in a strip.
     uint8_t* strip = k_blocks_ > 1 ? scratch<3>(static_cast<size_t>((ch.n1 - ch.n0) * L.acc_ld)) : nullptr;
@@ -402,8 +443,10 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
         const int64_t groups = panel_groups(L, k_len);
         const Phase phase = k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
         // op(A)^T as a B operand: stored M x K is "transposed", stored K x M (trans_a) is not.
-        pack_b_lowp(L.step, p_.a_type, ch.a, p_.lda, !p_.trans_a, k0, k_len, 0, p_.m, static_cast<int>(nr), groups,
-                    a_packed, nullptr);
+        const uint8_t* a_packed = shared_a ? shared_a + kb * block_bytes : own_a;
+        if (!shared_a)
+            pack_b_lowp(L.step, p_.a_type, ch.a, p_.lda, !p_.trans_a, k0, k_len, 0, p_.m, static_cast<int>(nr),
+                        groups, own_a, nullptr);
         for (int64_t ir = ch.n0; ir < ch.n1; ir += mr) {
             const bool row_tail = ir + mr > p_.n;
             const uint8_t* a_tile;

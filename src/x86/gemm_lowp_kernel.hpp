@@ -40,7 +40,11 @@ private:
     };
     void run_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
     // LowpLayout::swap_ab: tiles over N (rows) x M (columns) with B's rows in the A tiles; chunk.n0/n1 only.
-    void run_swapped_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
+    // shared_a: op(A)^T already packed for every K block (by pack_swapped_a_shared), else the chunk packs it.
+    void run_swapped_chunk(const Chunk& chunk, const RunArgs& args, float scale, const uint8_t* shared_a) const;
+    // op(A)^T of batch 0 packed for all K blocks once per call, in pieces spread over the threads, into the
+    // calling thread's scratch; null where each task had better pack its own.
+    const uint8_t* pack_swapped_a_shared(const RunArgs& args) const;
     // LowpLayout::dot_nt: B rows read in place, A packed (K padded to 64 bytes) with its row sums; chunk.n0/n1.
     void run_dot_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
     static int slot(bool row_tail, bool col_tail, Phase phase) {
