@@ -479,8 +479,9 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
         auto* panel = static_cast<uint8_t*>(out) + p * panel_bytes;
         const int cols = static_cast<int>(std::min<int64_t>(nr, width - p * nr));
         int32_t* sums = colsum ? colsum + p * nr : nullptr;
-        // Transposed: whole groups by the dword transpose, then the partial group and the zero padding.
-        std::memset(panel, 0, static_cast<size_t>(panel_bytes));
+        // Transposed: whole groups by the dword transpose, then the partial group and the zero padding (the
+        // panel is zeroed first only when the transpose leaves some of it unwritten: a column or K tail).
+        if (cols != nr || k_len != groups * g) std::memset(panel, 0, static_cast<size_t>(panel_bytes));
         const auto* src = static_cast<const uint8_t*>(b) + ((j0 + p * nr) * ldb + k0) * esz;
         const int64_t full = k_len / g;
         pack_b_cols_dwords(src, ldb * esz, full, cols, nr, reinterpret_cast<uint32_t*>(panel));
