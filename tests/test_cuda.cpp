@@ -1461,7 +1461,10 @@ TEST_CASE("cuda: sanitizer subset", "[cuda-sanitize]") {
     Case odd{40, 72, 200, 1, true, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32};
     odd.lda_pad = 1, odd.ldb_pad = 1, odd.beta = 0.5f;                                    // scalar
     cases.push_back(odd);
-    cases.push_back({3, 200, 300, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16});  // skinny
+    cases.push_back({3, 200, 300, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16});  // gemv
+    Case skinny{3, 200, 300, 1, false, true, JITMM_DTYPE_F16, JITMM_DTYPE_F32};
+    skinny.lda_pad = 1, skinny.ldb_pad = 1;                                               // skinny (rows off 16 B)
+    cases.push_back(skinny);
     cases.push_back({7, 100, 300, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16});   // thin tiled (16x32)
     // On an sm_90 GPU the aligned cases above run the Hopper kernel; fp8 with scales and an M/N-major pair too.
     Case fp8{130, 200, 256, 2, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
@@ -1470,6 +1473,13 @@ TEST_CASE("cuda: sanitizer subset", "[cuda-sanitize]") {
     if (sm90_device()) cases.push_back(fp8);  // fp8 has no kernel before Hopper
     cases.push_back({136, 264, 200, 1, true, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32});  // wgmma transposed A and B
     run_cases(cases);
+    if (!sm90_device()) return;
+    // Ping-pong consumers: several tiles per CTA, so that the turn handoff runs.
+    Case pingpong{1000, 1100, 136, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};  // 288 tiles of 64x64
+    pingpong.bias = BiasKind::per_column, pingpong.act = Activation::gelu_tanh;
+    setenv("JITMM_CUDA_TILE", "sm90p:64x64x4", 1);
+    run_cases({pingpong});
+    unsetenv("JITMM_CUDA_TILE");
 }
 
 // ---------------------------------------------------------------------------------------------------
