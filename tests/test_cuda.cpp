@@ -623,6 +623,7 @@ TEST_CASE("cuda: generated kernels compile with NVRTC for sm_80, sm_90a and sm_1
     shapes.push_back({1, 4096, 4096, 1, false, true});
     shapes.push_back({16, 11008, 4096, 1, false, true});
     shapes.push_back({5, 300, 257, 1, false, true, JITMM_DTYPE_F16, JITMM_DTYPE_F16, 1, 1, 0});  // decode, rows off 16 B
+    shapes.push_back({9, 1000, 777, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16, 7, 0, 0});  // decode, B K x N
     shapes.push_back({1000, 33, 4097, 1, true, false});
     shapes.push_back({7, 1000, 33, 1, true, true, JITMM_DTYPE_F16, JITMM_DTYPE_F16, 1, 1, 1});
     Case epi{256, 256, 256, 3, false, false};
@@ -904,7 +905,12 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     decode_odd.ldb_pad = 1;  // rows off 16 bytes: element loads
     CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode_odd), h100).family == CudaKernelFamily::skinny);
     CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100, false).family == CudaKernelFamily::skinny);
-    decode.tb = false;  // B stored K x N: the tiled kernel
+    decode.tb = false;  // B stored K x N: the gemv kernel's k-row variant for 16-bit types, else the tiled kernel
+    const auto pnn = jitmm::plan::plan_cuda_gemm(problem_of(decode), h100);
+    CHECK((pnn.family == CudaKernelFamily::gemv && pnn.gemv_n_major));
+    CHECK(pnn.gemv_smem_bytes(decode.m) <= h100.smem_per_block_optin);
+    CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(decode), h100));
+    decode.in = decode.out = JITMM_DTYPE_F32;
     CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::tiled);
 
     const Case big{4096, 4096, 4096, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16};
@@ -1111,6 +1117,41 @@ TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "
             const int64_t fill = (per16 - sh.k % per16) % per16;
             c.lda_pad = fill + (i % 3 == 0 ? per16 : 0);
             c.ldb_pad = fill + (i % 4 == 1 ? 2 * per16 : 0);
+            c.ldc_pad = i % 2;
+            if (i % 5 == 2) {
+                c.bias = i % 2 ? BiasKind::per_column : BiasKind::per_row;
+                c.act = i % 3 ? Activation::gelu_tanh : Activation::silu;
+                c.alpha = 0.5f, c.beta = -1.0f;
+            }
+            c.own_stream = i % 7 == 3;
+            c.want_generator = kGemv;
+            cases.push_back(c);
+            ++i;
+        }
+    run_cases(cases);
+}
+
+// The decode kernel's variant for a 16-bit B stored K x N (64 columns a CTA, k-rows through the ring,
+// ldmatrix.trans): both 16-bit types and outputs, M across one and two 8-row tiles, N and K tails (N not a
+// multiple of 8 columns: a partial last chunk per row), fewer stages than warps, batches, ld > width,
+// epilogues, a non-default stream.
+TEST_CASE("cuda: decode gemv kernel with B stored K x N", "[cuda]") {
+    constexpr const char* kGemv = "cuda_sm80_gemv";
+    std::vector<Case> cases;
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2}, {9, 515, 777, 1},
+                            {16, 1024, 4104, 1}, {16, 17, 40, 3}, {1, 7, 8, 1}, {12, 4097, 1000, 1}, {2, 70, 5000, 1}};
+    const DtypePair sixteen[] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, {JITMM_DTYPE_F16, JITMM_DTYPE_F16},
+                                 {JITMM_DTYPE_BF16, JITMM_DTYPE_F32}, {JITMM_DTYPE_F16, JITMM_DTYPE_F32}};
+    size_t i = 0;
+    for (const DtypePair& d : sixteen)
+        for (const Shape& sh : shapes) {
+            Case c{sh.m, sh.n, sh.k, sh.batch, false, false, d.in, d.out};
+            // Rows of A (K elements) and of B (N elements) padded to whole 16 bytes, sometimes beyond.
+            c.lda_pad = (8 - sh.k % 8) % 8 + (i % 3 == 0 ? 8 : 0);
+            c.ldb_pad = (8 - sh.n % 8) % 8 + (i % 4 == 1 ? 16 : 0);
             c.ldc_pad = i % 2;
             if (i % 5 == 2) {
                 c.bias = i % 2 ? BiasKind::per_column : BiasKind::per_row;

@@ -133,16 +133,27 @@ int64_t CudaGemmPlan::smem_bytes(int element_bytes) const {
 }
 
 int64_t CudaGemmPlan::gemv_smem_bytes(int64_t m) const {
-    return int64_t{gemv_warps} * gemv_stages * (16 + gemv_a_tiles(m) * 8) * gemv_segment;
+    // B stored K x N: a stage is 16 k-rows of 64 two-byte columns and 16 k of each A row.
+    const int64_t stage = gemv_n_major ? 16 * 64 * 2 + gemv_a_tiles(m) * 8 * 32
+                                       : (16 + gemv_a_tiles(m) * 8) * int64_t{gemv_segment};
+    return int64_t{gemv_warps} * gemv_stages * stage;
 }
 
 int64_t gemv_a_tiles(int64_t m) { return m <= 8 ? 1 : ceil_div(m, 16) * 2; }
 
-bool gemv_shape(const Problem& p) { return p.m <= kGemvMaxRows && !p.trans_a && p.trans_b; }
+bool gemv_n_major_shape(const Problem& p) {
+    return p.m <= 16 && !p.trans_a && !p.trans_b && dtype_size(p.a_type) == 2;
+}
+
+bool gemv_shape(const Problem& p) { return (p.m <= kGemvMaxRows && !p.trans_a && p.trans_b) || gemv_n_major_shape(p); }
 
 std::string CudaGemmPlan::describe() const {
     char buf[256];
-    if (family == CudaKernelFamily::gemv) {
+    if (family == CudaKernelFamily::gemv && gemv_n_major) {
+        std::snprintf(buf, sizeof buf, "sm80 gemv, B stored K x N (cp.async k-rows, ldmatrix.trans, swap-AB mma.sync) "
+                      "columns=64 warps=%d (split K) stages=%d of 16 k-rows blocks/SM=%d", gemv_warps, gemv_stages,
+                      min_blocks_per_sm);
+    } else if (family == CudaKernelFamily::gemv) {
         std::snprintf(buf, sizeof buf, "sm80 gemv (cp.async rows, swap-AB mma.sync) rows=16 warps=%d (split K) stages=%d "
                       "segment=%dB blocks/SM=%d", gemv_warps, gemv_stages, gemv_segment, min_blocks_per_sm);
     } else if (family == CudaKernelFamily::skinny) {
@@ -161,7 +172,7 @@ void CudaGemmPlan::append_key(KeyWriter& w) const {
     w.i64('t', bm).i64('t', bn).i64('t', bk).i64('w', warps_m).i64('w', warps_n).i64('s', stages).i64('g', group_m);
     w.i64('p', static_cast<int64_t>(a_path)).i64('p', static_cast<int64_t>(b_path));
     w.i64('k', skinny_row_tiles).i64('k', skinny_warps).i64('k', skinny_unroll).i64('k', skinny_vector);
-    w.i64('v', gemv_warps).i64('v', gemv_stages).i64('v', gemv_segment);
+    w.i64('v', gemv_warps).i64('v', gemv_stages).i64('v', gemv_segment).i64('v', gemv_n_major);
     w.i64('c', c_pairs).i64('o', min_blocks_per_sm);
 }
 
@@ -245,6 +256,13 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
         plan.gemv_stages = p.m <= 8 || p.m > 16 ? 4 : 3;
         plan.gemv_segment = p.m <= 16 ? 256 : 128;
         plan.min_blocks_per_sm = 2;
+        if (gemv_n_major_shape(p)) {
+            // B stored K x N: 64 columns a CTA (a 128-byte line of each k-row), 8 warps splitting K, 4 stages
+            // (a scratch probe read 4096 x 4096 bf16 so at 2.4 TB/s with 64 CTAs, 4096 x 11008 at 2.7).
+            plan.gemv_n_major = true;
+            plan.gemv_warps = 8;
+            plan.gemv_stages = 4;
+        }
         while (plan.gemv_stages > 2 && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin) --plan.gemv_stages;
         plan.c_pairs = false;
         plan.bm = plan.bn = plan.bk = 0;

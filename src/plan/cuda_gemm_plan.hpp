@@ -48,6 +48,7 @@ struct CudaGemmPlan {
     int gemv_warps = 4;                  // warps of a CTA, each streaming its own contiguous K range
     int gemv_stages = 4;                 // cp.async ring depth of each warp
     int gemv_segment = 256;              // bytes of K per row and stage (whole 128-byte lines)
+    bool gemv_n_major = false;           // B stored K x N (16-bit types): 64 columns of C a CTA, 16 k-rows a stage
 
     // both
     bool c_pairs = true;                 // two adjacent C elements per store (ldc and N even)
@@ -73,9 +74,11 @@ struct CudaTarget {
 // gemv: the 8-row tiles A is read in (1 for M <= 8, else an even count: ldmatrix fetches two at a time).
 int64_t gemv_a_tiles(int64_t m);
 
-// Decode shapes the gemv kernel takes when A's and B's rows are 16-byte aligned (M up to 32 rows, B stored
-// N x K); the Hopper planner leaves them to it.
+// Decode shapes the gemv kernel takes when A's and B's rows are 16-byte aligned: up to 32 rows of A with B
+// stored N x K, or up to 16 rows with a 16-bit B stored K x N (gemv_n_major_shape); the Hopper planner leaves
+// them to it.
 bool gemv_shape(const Problem& p);
+bool gemv_n_major_shape(const Problem& p);
 
 CudaTarget cuda_target_from_gpu(const hw::GpuInfo& gpu);
 // Defaults for an arch named without a device (A100, H100, B200 figures). Throws UNSUPPORTED for others.

@@ -281,11 +281,13 @@ bool sm90_applies(const Problem& p, const CudaTarget& target, std::string* why_n
         return no("dimensions beyond TMA's 32-bit coordinates");
     // Decode shapes stream B at memory speed on the SM80 skinny kernel; fp8 has no kernel there.
     // Decode shapes (few rows of A, B stored N x K) stream B at memory speed on the SM80 gemv/skinny kernels;
-    // fp8 has no kernel there. Rows off 16 bytes past 16 rows come back here (staged).
+    // fp8 has no kernel there. Rows off 16 bytes come back here (staged), except the skinny kernel's (B stored
+    // N x K, up to 16 rows).
     const int64_t e = dtype_size(p.a_type);
     const bool rows16 = aligned16(p.lda, e) && aligned16(p.ldb, e) &&
                         (p.batch == 1 || (aligned16(p.stride_a, e) && aligned16(p.stride_b, e)));
-    if (!dtype_is_fp8(p.a_type) && gemv_shape(p) && (p.m <= 16 || rows16)) return no("decode shape: the gemv kernel");
+    if (!dtype_is_fp8(p.a_type) && gemv_shape(p) && (rows16 || (p.m <= 16 && p.trans_b)))
+        return no("decode shape: the gemv kernel");
     return true;
 }
 

@@ -18,4 +18,9 @@ namespace jitmm::cuda {
 void emit_sm80_gemv(std::ostringstream& os, const Problem& p, const plan::CudaGemmPlan& plan, const std::string& name,
                     GeneratedKernel& out);
 
+// The same for a 16-bit B stored K x N (plan.gemv_n_major, sm80_gemv_nn.cpp): each CTA streams the k-rows of
+// 64 columns of B, ldmatrix.trans turns them into the mma's fragments.
+void emit_sm80_gemv_n_major(std::ostringstream& os, const Problem& p, const plan::CudaGemmPlan& plan,
+                            const std::string& name, GeneratedKernel& out);
+
 }  // namespace jitmm::cuda

@@ -627,7 +627,10 @@ GeneratedKernel generate_sm80_gemm(const Problem& p, const CudaGemmPlan& plan) {
     switch (plan.family) {
         case CudaKernelFamily::tiled: emit_tiled(os, p, plan, out.name, out); break;
         case CudaKernelFamily::skinny: emit_skinny(os, p, plan, out.name, out); break;
-        case CudaKernelFamily::gemv: emit_sm80_gemv(os, p, plan, out.name, out); break;
+        case CudaKernelFamily::gemv:
+            if (plan.gemv_n_major) emit_sm80_gemv_n_major(os, p, plan, out.name, out);
+            else emit_sm80_gemv(os, p, plan, out.name, out);
+            break;
     }
     out.source = os.str();
     return out;
