@@ -390,6 +390,8 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
 
     plan.ctas = static_cast<int>(std::min<int64_t>(plan.units(p), target.sm_count / plan.cluster_m) * plan.cluster_m);
     plan.group_m = 8;
+    if (const char* g = std::getenv("JITMM_CUDA_GROUP_M"); g != nullptr && std::atoi(g) >= 1)
+        plan.group_m = std::atoi(g);  // developer knob: tile rows walked together
     const int64_t ec = dtype_size(p.c_type);
     plan.c_pairs = p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && ec <= 4;
     return plan;
