@@ -910,6 +910,9 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     CHECK((pnn.family == CudaKernelFamily::gemv && pnn.gemv_n_major));
     CHECK(pnn.gemv_smem_bytes(decode.m) <= h100.smem_per_block_optin);
     CHECK_FALSE(jitmm::plan::sm90_applies(problem_of(decode), h100));
+    setenv("JITMM_CUDA_TILE", "skinny:1x8x2", 1);  // the skinny kernel reads B stored N x K only
+    CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::gemv);
+    unsetenv("JITMM_CUDA_TILE");
     decode.in = decode.out = JITMM_DTYPE_F32;
     CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::tiled);
 

@@ -81,8 +81,8 @@ bool apply_override(CudaGemmPlan& plan) {
         return true;
     }
     if (std::sscanf(text, "skinny:%dx%dx%d", &v[0], &v[1], &v[2]) == 3) {
-        // Also replaces the gemv kernel (16-byte loads then), to compare the two.
-        if (plan.family == CudaKernelFamily::tiled) return false;
+        // Also replaces the gemv kernel for B stored N x K (16-byte loads then), to compare the two.
+        if (plan.family == CudaKernelFamily::tiled || plan.gemv_n_major) return false;
         if (v[0] < 1 || v[0] > 4 || v[1] < 1 || v[1] > 16 || v[2] < 1 || v[2] > 8)
             fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad skinny shape \"") + text + "\"");
         if (plan.family == CudaKernelFamily::gemv) plan.skinny_vector = true;
