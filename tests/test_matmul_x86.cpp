@@ -691,6 +691,7 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
     in.nr = 32;
     in.nv = 2;
     in.k = 512;
+    in.kc = 512;
     in.nc = 512;
     in.pack_a = in.pack_b = true;
     for (bool shareable : {false, true}) {

@@ -24,6 +24,10 @@ constexpr double kStreamBCycles = 1.0;
 // Cycles per value of a row tile another task packed (shared A), read from L3 instead of packed from L2.
 constexpr double kReadSharedACycles = 0.2;
 
+// Cycles per shared row tile a task takes: its flag's cache line (written by whoever claimed it) and, when
+// tasks reach the tile together, the wait for its copy. Short K blocks (decode rows, kc 32) take many.
+constexpr double kSharedTileCycles = 200;
+
 }  // namespace
 
 double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bool share_a) {
@@ -39,7 +43,9 @@ double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bo
     const double a_uses = double(rows * in.mr) * k * double(ceil_div(cols * in.nr, in.nc));  // A values a task reads
     // Shared, a task packs its share of the row tiles of the tasks with its rows and reads the rest packed.
     if (in.pack_a && !share_a) pack += a_uses * kPackACycles;
-    if (in.pack_a && share_a) pack += double(rows * in.mr) * k * kPackACycles / n_chunks + a_uses * kReadSharedACycles;
+    if (in.pack_a && share_a)
+        pack += double(rows * in.mr) * k * kPackACycles / n_chunks + a_uses * kReadSharedACycles +
+                double(rows) * double(ceil_div(in.k, in.kc)) * double(ceil_div(cols * in.nr, in.nc)) * kSharedTileCycles;
     if (in.pack_b) pack += double(cols * in.nr) * k * (in.trans_b ? kPackBTransposedCycles : kPackBCycles);
     const double stream = in.b_from_memory ? double(cols * in.nr) * k * kStreamBCycles : 0.0;
     const int64_t tasks = in.batch * int64_t(m_chunks) * n_chunks;

@@ -13,7 +13,7 @@ struct PartitionInput {
     int64_t m_tiles = 1, n_tiles = 1;  // register tiles of one batch's C
     int mr = 1, nr = 1, nv = 1;        // rows, columns and vectors of a register tile
     int64_t k = 1;
-    int64_t nc = 1;                    // N block: an A row tile is packed once per N block and K block
+    int64_t kc = 1, nc = 1;            // K and N blocks: an A row tile is packed once per N block and K block
     bool pack_a = false, pack_b = false, trans_b = false;
     bool b_from_memory = false;        // B read in place, streamed from memory (not packed, larger than L2)
     bool a_shareable = false;          // A packed (pack_a) and small enough to be packed whole once per call

@@ -274,6 +274,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.nr = static_cast<int>(nr);
         in.nv = L.nv;
         in.k = p.k;
+        in.kc = plan.kc;
         in.nc = plan.nc;
         in.pack_a = plan.pack_a;
         in.pack_b = plan.pack_b;
