@@ -26,6 +26,17 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // The most packed A a task keeps across its N blocks (past it, each N block packs its A panels again).
 constexpr int64_t kKeepPackedABytes = int64_t(64) << 20;
+// The most panels packed once per call for all tasks (the calling thread keeps the buffer).
+constexpr int64_t kSharedPanelsBytes = int64_t(64) << 20;
+
+// JITMM_X86_LOWP_SHARE_A=0: every task packs its own panels (measurements).
+bool share_off() {
+    static const bool off = [] {
+        const char* env = std::getenv("JITMM_X86_LOWP_SHARE_A");
+        return env != nullptr && env[0] == '0';
+    }();
+    return off;
+}
 
 // Per-thread scratch (Slot 0: B panels, 1: A panels, 2: column compensation, 3: accumulator strip), grown on
 // demand, kept for the thread's lifetime. Mapped in whole 2 MB huge pages where the kernel grants them
@@ -192,6 +203,8 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
     const int64_t tasks = p_.batch * per_batch;
     const uint8_t* shared_a = plan_.layout.swap_ab ? pack_swapped_a_shared(args) : nullptr;
+    const SharedPanels shared =
+        plan_.layout.swap_ab || plan_.layout.dot_nt ? SharedPanels{} : pack_shared_panels(args);
     auto task = [&](int64_t t) {
         const int64_t batch = t / per_batch, part = t % per_batch;
         Chunk chunk;
@@ -215,7 +228,7 @@ void GemmLowpKernel::run(const RunArgs& args) const {
         chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, part / plan_.n_chunks, &chunk.m0, &chunk.m1);
         chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &chunk.n0, &chunk.n1);
         if (chunk.m0 >= chunk.m1 || chunk.n0 >= chunk.n1) return;
-        run_chunk(chunk, args, scale);
+        run_chunk(chunk, args, scale, shared);
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -224,10 +237,65 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     }
 }
 
+// Tasks that share rows (n_chunks > 1) each packed the same A panels, and tasks that share columns (m_chunks >
+// 1) the same B panels: 16 threads at 1024^3 bf16 (4 x 4 tasks) packed 4 times each, 1 MB per task against 134
+// MFLOP of products. Here every A panel (row tile x K block, when the plan packs A) and every B panel (K block x
+// 32 columns) is packed once, in pieces over the threads, into the calling thread's scratch, and the tasks read
+// them; a task reads its panels from L3 once, then from L2, as it did with its own. Batch 1 without column
+// compensation, at most kSharedPanelsBytes; JITMM_X86_LOWP_SHARE_A=0 packs per task.
+GemmLowpKernel::SharedPanels GemmLowpKernel::pack_shared_panels(const RunArgs& args) const {
+    const plan::LowpLayout& L = plan_.layout;
+    if (share_off() || p_.batch != 1 || plan_.threads <= 1 || L.compensate) return {};
+    const bool share_a = plan_.pack_a && plan_.n_chunks > 1;
+    const bool share_b = plan_.m_chunks > 1;
+    if (!share_a && !share_b) return {};
+    const int mr = L.mr;
+    const int64_t nr = plan_.nr();
+    const int g = plan::step_group(L.step);
+    const int64_t esz = plan::step_elem_bytes(L.step);
+    const int64_t row_tiles = ceil_div(p_.m, int64_t(mr)), col_tiles = ceil_div(p_.n, nr);
+    const int64_t panel_bytes = mr * plan_.a_panel_ld * esz;
+    const int64_t a_bytes = share_a ? row_tiles * k_blocks_ * panel_bytes : 0;
+    const int64_t b_block_stride = col_tiles * panel_groups(L, plan_.kc) * nr * 4;
+    const int64_t b_bytes = share_b ? k_blocks_ * b_block_stride : 0;
+    if (a_bytes + b_bytes > kSharedPanelsBytes) return {};
+    uint8_t* base = scratch<4>(static_cast<size_t>(a_bytes + b_bytes));
+    uint8_t* a_out = share_a ? base : nullptr;
+    uint8_t* b_out = share_b ? base + a_bytes : nullptr;
+    constexpr int64_t kBPiecePanels = 8;  // 256 columns of B per piece
+    const int64_t a_pieces = share_a ? row_tiles * k_blocks_ : 0;
+    const int64_t b_pieces_per_block = ceil_div(col_tiles, kBPiecePanels);
+    const int64_t b_pieces = share_b ? k_blocks_ * b_pieces_per_block : 0;
+    auto piece = [&](int64_t t) {
+        if (t < a_pieces) {
+            const int64_t tile = t / k_blocks_, kb = t % k_blocks_;
+            const int64_t k0 = kb * plan_.kc, k_len = std::min(plan_.kc, p_.k - k0);
+            pack_a_lowp(L.step, p_.a_type, args.a, p_.lda, p_.trans_a, tile * mr,
+                        static_cast<int>(std::min<int64_t>(mr, p_.m - tile * mr)), k0, k_len,
+                        panel_groups(L, k_len) * g, plan_.a_panel_ld, a_out + t * panel_bytes);
+            return;
+        }
+        t -= a_pieces;
+        const int64_t kb = t / b_pieces_per_block, p0 = (t % b_pieces_per_block) * kBPiecePanels;
+        const int64_t k0 = kb * plan_.kc, k_len = std::min(plan_.kc, p_.k - k0);
+        const int64_t groups = panel_groups(L, k_len);
+        pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, k0, k_len, p0 * nr,
+                    std::min(kBPiecePanels * nr, p_.n - p0 * nr), static_cast<int>(nr), groups,
+                    b_out + kb * b_block_stride + p0 * groups * nr * 4, nullptr);
+    };
+    runner_->parallel_for(a_pieces + b_pieces, piece);
+    SharedPanels shared;
+    shared.a = a_out;
+    shared.b = b_out;
+    shared.b_block_stride = b_block_stride;
+    return shared;
+}
+
 // Loop order: N blocks (B packed for all of K, panel by panel, with its column sums), M blocks, K blocks, row
 // tiles (each A tile, packed or in place, stays in L1), then the B panels streaming from L2. With several K
 // blocks the partial sums of an M block wait in a strip sized to stay in L2.
-void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
+void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale,
+                               const SharedPanels& shared) const {
     const plan::LowpLayout& L = plan_.layout;
     const int mr = L.mr;
     const int64_t nr = plan_.nr();
@@ -246,8 +314,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // A chunk of one M block (decode rows, or a thread's few row tiles) uses each K block of packed B once, right
     // after packing it: packed block by block into one buffer, it stays in L2 instead of going through memory
     // as all of K x nc (16x4096x4096 bf16 at 1 thread: 16 MB written and read back per N block).
-    const bool pack_b_per_k_block = ch.m1 - ch.m0 <= plan_.mc && k_blocks_ > 1;
-    uint8_t* b_full = scratch<0>(static_cast<size_t>((pack_b_per_k_block ? 1 : k_blocks_) * block_bytes));
+    const bool pack_b_per_k_block = !shared.b && ch.m1 - ch.m0 <= plan_.mc && k_blocks_ > 1;
+    uint8_t* b_full =
+        shared.b ? nullptr : scratch<0>(static_cast<size_t>((pack_b_per_k_block ? 1 : k_blocks_) * block_bytes));
     auto pack_b_block = [&](int64_t jc, int64_t n_cur, int64_t kb, int32_t* comp) {
         const int64_t k0 = kb * plan_.kc;
         const int64_t k_len = std::min(plan_.kc, p_.k - k0);
@@ -261,11 +330,12 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // cost a fifth of a bf16 2048^3 call with 256-column B blocks.
     const int64_t panel_bytes = mr * plan_.a_panel_ld * esz;
     const int64_t row_tiles = ceil_div(ch.m1 - ch.m0, mr);
-    const bool keep_a = pack_a && ch.n1 - ch.n0 > plan_.nc &&
+    const bool keep_a = pack_a && !shared.a && ch.n1 - ch.n0 > plan_.nc &&
                         row_tiles * k_blocks_ * panel_bytes <= kKeepPackedABytes;
     uint8_t* a_panels =
-        pack_a ? scratch<1>(static_cast<size_t>(keep_a ? row_tiles * k_blocks_ * panel_bytes : panel_bytes))
-               : nullptr;
+        pack_a && !shared.a
+            ? scratch<1>(static_cast<size_t>(keep_a ? row_tiles * k_blocks_ * panel_bytes : panel_bytes))
+            : nullptr;
     auto* comp = L.compensate ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(nc_pad * 4))) : nullptr;
     uint8_t* strip = k_blocks_ > 1 ? scratch<3>(static_cast<size_t>(plan_.mc * L.acc_ld)) : nullptr;
 
@@ -277,7 +347,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
-        if (!pack_b_per_k_block)
+        if (!pack_b_per_k_block && !shared.b)
             for (int64_t kb = 0; kb < k_blocks_; ++kb) pack_b_block(jc, n_cur, kb, comp);
         for (int64_t ic = ch.m0; ic < ch.m1; ic += plan_.mc) {
             const int64_t m_end = std::min(ch.m1, ic + plan_.mc);
@@ -288,11 +358,16 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 const Phase phase =
                     k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
                 if (pack_b_per_k_block) pack_b_block(jc, n_cur, kb, comp);
-                const uint8_t* b_block = b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
+                const uint8_t* b_block =
+                    shared.b ? shared.b + kb * shared.b_block_stride + (jc / nr) * groups * nr * 4
+                             : b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
                 for (int64_t ir = ic; ir < m_end; ir += mr) {
                     const bool row_tail = ir + mr > p_.m;
                     const uint8_t* a_tile;
-                    if (pack_a) {
+                    if (shared.a) {
+                        a_tile = shared.a + ((ir / mr) * k_blocks_ + kb) * panel_bytes;
+                        call.a_stride = plan_.a_panel_ld * esz;
+                    } else if (pack_a) {
                         uint8_t* a_panel = a_panels;
                         if (keep_a) a_panel += (((ir - ch.m0) / mr) * k_blocks_ + kb) * panel_bytes;
                         if (!keep_a || jc == ch.n0)
@@ -381,12 +456,7 @@ void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float s
 // spread over the threads, then the tasks read it.
 const uint8_t* GemmLowpKernel::pack_swapped_a_shared(const RunArgs& args) const {
     const plan::LowpLayout& L = plan_.layout;
-    // JITMM_X86_LOWP_SHARE_A=0: every task packs its own (measurements).
-    static const bool off = [] {
-        const char* env = std::getenv("JITMM_X86_LOWP_SHARE_A");
-        return env != nullptr && env[0] == '0';
-    }();
-    if (off || p_.batch != 1 || plan_.threads <= 1 || plan_.m_chunks <= 1) return nullptr;
+    if (share_off() || p_.batch != 1 || plan_.threads <= 1 || plan_.m_chunks <= 1) return nullptr;
     const int64_t nr = plan_.nr();
     const int g = plan::step_group(L.step);
     const int64_t block_bytes = panel_groups(L, plan_.kc) * plan_.nc * 4;
