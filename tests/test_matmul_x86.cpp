@@ -699,7 +699,8 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
         for (int threads = 1; threads <= 16; ++threads) {
             in.threads = threads;
             const auto part = jitmm::plan::choose_partition(in);
-            INFO("threads " << threads << ": " << part.m_chunks << "x" << part.n_chunks << (part.share_a ? " shared A" : ""));
+            INFO("threads " << threads << ": " << part.m_chunks << "x" << part.n_chunks
+                            << (part.share_a ? " shared A" : ""));
             CHECK(part.m_chunks * part.n_chunks <= threads);
             CHECK(part.cycles <= jitmm::plan::partition_cycles(in, 1, std::min(threads, 16)));
             CHECK((shareable || !part.share_a));

@@ -40,12 +40,13 @@ double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bo
     double pack = 0;
     // A row tile is packed once per N block and K block of the task: a task with few columns repacks its
     // rows for as few FMAs (the 1-D split over N packs all of A in every task).
-    const double a_uses = double(rows * in.mr) * k * double(ceil_div(cols * in.nr, in.nc));  // A values a task reads
+    const double n_blocks = double(ceil_div(cols * in.nr, in.nc));  // the task's N blocks
+    const double a_uses = double(rows * in.mr) * k * n_blocks;        // A values a task reads
     // Shared, a task packs its share of the row tiles of the tasks with its rows and reads the rest packed.
     if (in.pack_a && !share_a) pack += a_uses * kPackACycles;
     if (in.pack_a && share_a)
         pack += double(rows * in.mr) * k * kPackACycles / n_chunks + a_uses * kReadSharedACycles +
-                double(rows) * double(ceil_div(in.k, in.kc)) * double(ceil_div(cols * in.nr, in.nc)) * kSharedTileCycles;
+                double(rows) * double(ceil_div(in.k, in.kc)) * n_blocks * kSharedTileCycles;
     if (in.pack_b) pack += double(cols * in.nr) * k * (in.trans_b ? kPackBTransposedCycles : kPackBCycles);
     const double stream = in.b_from_memory ? double(cols * in.nr) * k * kStreamBCycles : 0.0;
     const int64_t tasks = in.batch * int64_t(m_chunks) * n_chunks;

@@ -198,9 +198,10 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
     const int64_t nr = plan_.nr();
     const int64_t m_tiles = ceil_div(p_.m, mr), chunk_tiles = ceil_div(m1 - m0, mr);
     const int64_t first_ir = m0 + shared_a.first_tile * mr;
-    float* a_panel =
-        plan_.pack_a && !shared_a.panels ? pack_buffer<0>(static_cast<size_t>(std::max<int64_t>(plan_.kc, mr) * plan_.a_panel_ld + 16))
-                     : nullptr;
+    // The chunk's own A panel, unless its row tiles come packed from the call's shared panels.
+    float* a_panel = plan_.pack_a && !shared_a.panels
+                         ? pack_buffer<0>(static_cast<size_t>(std::max<int64_t>(plan_.kc, mr) * plan_.a_panel_ld + 16))
+                         : nullptr;
     // Block i of the chunk: N block i / k_count, K block kb0 + i % k_count.
     const int64_t k_count = kb1 - kb0, blocks = ceil_div(n1 - n0, plan_.nc) * k_count;
     struct Block {
