@@ -26,8 +26,10 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // The most packed A a task keeps across its N blocks (past it, each N block packs its A panels again).
 constexpr int64_t kKeepPackedABytes = int64_t(64) << 20;
-// The most panels packed once per call for all tasks (the calling thread keeps the buffer).
+// The most panels packed once per call for all tasks (the calling thread keeps the buffer), and the least
+// packing a task must be spared for that to pay the extra fork-join (256 KB: ~25 us of packing).
 constexpr int64_t kSharedPanelsBytes = int64_t(64) << 20;
+constexpr int64_t kMinSharedSavingBytes = int64_t(256) << 10;
 
 // JITMM_X86_LOWP_SHARE_A=0: every task packs its own panels (measurements).
 bool share_off() {
@@ -259,6 +261,9 @@ GemmLowpKernel::SharedPanels GemmLowpKernel::pack_shared_panels(const RunArgs& a
     const int64_t b_block_stride = col_tiles * panel_groups(L, plan_.kc) * nr * 4;
     const int64_t b_bytes = share_b ? k_blocks_ * b_block_stride : 0;
     if (a_bytes + b_bytes > kSharedPanelsBytes) return {};
+    // What a task no longer packs, less its share of the pieces (decode rows: 128 KB of A, kept per task).
+    const int64_t saved = a_bytes / plan_.m_chunks + b_bytes / plan_.n_chunks - (a_bytes + b_bytes) / plan_.threads;
+    if (saved < kMinSharedSavingBytes) return {};
     uint8_t* base = scratch<4>(static_cast<size_t>(a_bytes + b_bytes));
     uint8_t* a_out = share_a ? base : nullptr;
     uint8_t* b_out = share_b ? base + a_bytes : nullptr;
@@ -463,7 +468,9 @@ const uint8_t* GemmLowpKernel::pack_swapped_a_shared(const RunArgs& args) const 
     constexpr int64_t kSliceGroups = 256;  // a multiple of AMX's 16 groups per K step
     const int64_t panels = ceil_div(p_.m, nr);
     const int64_t slices = ceil_div(panel_groups(L, plan_.kc), kSliceGroups);
-    uint8_t* packed = scratch<4>(static_cast<size_t>(k_blocks_ * block_bytes));
+    const int64_t total = k_blocks_ * block_bytes;
+    if (total - total / plan_.threads < kMinSharedSavingBytes) return nullptr;  // M <= 32 at K = 4096 bf16
+    uint8_t* packed = scratch<4>(static_cast<size_t>(total));
     const auto* a = static_cast<const uint8_t*>(args.a);
     auto piece = [&](int64_t t) {
         const int64_t kb = t / (panels * slices), p = (t / slices) % panels, s = t % slices;
