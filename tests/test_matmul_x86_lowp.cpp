@@ -1573,7 +1573,7 @@ TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 thread
                             // swapped with A^T packed once per call (shared by the tasks), A stored K x M, and K
                             // long enough for several K blocks of it
                             {33, 1500, 2048, true, true}, {100, 600, 11008, true, false},
-                            // enough packing per task for the normal path to pack A and B once per call
+                            // larger 2D splits (A panels packed once per call where tasks span several N blocks)
                             {520, 700, 1500, false, false}, {300, 900, 1200, true, true}};
     for (const Tier& tier : runnable_tiers()) {
         if (tier.isa != X86Isa::amx && tier.isa != X86Isa::avx512_vnni && tier.isa != X86Isa::avx2) continue;

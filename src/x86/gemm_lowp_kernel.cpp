@@ -205,8 +205,8 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
     const int64_t tasks = p_.batch * per_batch;
     const uint8_t* shared_a = plan_.layout.swap_ab ? pack_swapped_a_shared(args) : nullptr;
-    const SharedPanels shared =
-        plan_.layout.swap_ab || plan_.layout.dot_nt ? SharedPanels{} : pack_shared_panels(args);
+    const uint8_t* shared_a_panels =
+        plan_.layout.swap_ab || plan_.layout.dot_nt ? nullptr : pack_shared_a_panels(args);
     auto task = [&](int64_t t) {
         const int64_t batch = t / per_batch, part = t % per_batch;
         Chunk chunk;
@@ -230,7 +230,7 @@ void GemmLowpKernel::run(const RunArgs& args) const {
         chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, part / plan_.n_chunks, &chunk.m0, &chunk.m1);
         chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &chunk.n0, &chunk.n1);
         if (chunk.m0 >= chunk.m1 || chunk.n0 >= chunk.n1) return;
-        run_chunk(chunk, args, scale, shared);
+        run_chunk(chunk, args, scale, shared_a_panels);
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -239,72 +239,47 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     }
 }
 
-// Tasks that share rows (n_chunks > 1) each packed the same A panels, and tasks that share columns (m_chunks >
-// 1) the same B panels: 16 threads at 1024^3 bf16 (4 x 4 tasks) packed 4 times each, 1 MB per task against 134
-// MFLOP of products. Here every A panel (row tile x K block, when the plan packs A) and every B panel (K block x
-// 32 columns) is packed once, in pieces over the threads, into the calling thread's scratch, and the tasks read
-// them; a task reads its panels from L3 once, then from L2, as it did with its own. Batch 1 without column
-// compensation, at most kSharedPanelsBytes; JITMM_X86_LOWP_SHARE_A=0 packs per task.
-GemmLowpKernel::SharedPanels GemmLowpKernel::pack_shared_panels(const RunArgs& args) const {
+// Tasks that share rows (n_chunks > 1) each packed the same A panels: 2048x4096x4096 NT at 16 threads (2 x 8
+// tasks) packed 8 MB of A per task. Where a task spans several N blocks, every A panel (row tile x K block) is
+// packed once instead, in pieces over the threads, into the calling thread's scratch, and the tasks read it:
+// such a task read its kept panels back from L3 anyway. A task with one N block packs each panel right before
+// its row tile, which then reads it from L1/L2; a panel packed by another core comes from L3 and was slower
+// than packing it (2 threads, 1024^3: bf16 1002 -> 1089 us, s8 405 -> 492). B panels packed once for the tasks
+// that share columns measured slower too (2 threads, 2x1 split, 2048x256x2048 bf16 1132-1183 -> 1213-1231 us),
+// so each task packs its own B. Batch 1, at most kSharedPanelsBytes, sparing each task kMinSharedSavingBytes
+// or more; JITMM_X86_LOWP_SHARE_A=0 packs per task.
+const uint8_t* GemmLowpKernel::pack_shared_a_panels(const RunArgs& args) const {
     const plan::LowpLayout& L = plan_.layout;
-    if (share_off() || p_.batch != 1 || plan_.threads <= 1 || L.compensate) return {};
+    if (share_off() || p_.batch != 1 || plan_.threads <= 1 || !plan_.pack_a || plan_.n_chunks <= 1) return nullptr;
     const int mr = L.mr;
     const int64_t nr = plan_.nr();
-    // A task with one N block packs each A panel right before its row tile, which then reads it from L1/L2; a
-    // shared panel comes from L3 (another core packed it), slower than packing it (2 threads, 1024^3: bf16 1002
-    // -> 1089 us, s8 405 -> 492). A task with several N blocks reads its kept panels back from L3 anyway.
     const int64_t task_cols = ceil_div(ceil_div(p_.n, nr), int64_t(plan_.n_chunks)) * nr;
-    const bool share_a = plan_.pack_a && plan_.n_chunks > 1 && task_cols > plan_.nc;
-    const bool share_b = plan_.m_chunks > 1;
-    if (!share_a && !share_b) return {};
+    if (task_cols <= plan_.nc) return nullptr;
     const int g = plan::step_group(L.step);
     const int64_t esz = plan::step_elem_bytes(L.step);
-    const int64_t row_tiles = ceil_div(p_.m, int64_t(mr)), col_tiles = ceil_div(p_.n, nr);
+    const int64_t row_tiles = ceil_div(p_.m, int64_t(mr));
     const int64_t panel_bytes = mr * plan_.a_panel_ld * esz;
-    const int64_t a_bytes = share_a ? row_tiles * k_blocks_ * panel_bytes : 0;
-    const int64_t b_block_stride = col_tiles * panel_groups(L, plan_.kc) * nr * 4;
-    const int64_t b_bytes = share_b ? k_blocks_ * b_block_stride : 0;
-    if (a_bytes + b_bytes > kSharedPanelsBytes) return {};
-    // What a task no longer packs, less its share of the pieces (decode rows: 128 KB of A, kept per task).
-    const int64_t saved = a_bytes / plan_.m_chunks + b_bytes / plan_.n_chunks - (a_bytes + b_bytes) / plan_.threads;
-    if (saved < kMinSharedSavingBytes) return {};
-    uint8_t* base = scratch<4>(static_cast<size_t>(a_bytes + b_bytes));
-    uint8_t* a_out = share_a ? base : nullptr;
-    uint8_t* b_out = share_b ? base + a_bytes : nullptr;
-    constexpr int64_t kBPiecePanels = 8;  // 256 columns of B per piece
-    const int64_t a_pieces = share_a ? row_tiles * k_blocks_ : 0;
-    const int64_t b_pieces_per_block = ceil_div(col_tiles, kBPiecePanels);
-    const int64_t b_pieces = share_b ? k_blocks_ * b_pieces_per_block : 0;
+    const int64_t a_bytes = row_tiles * k_blocks_ * panel_bytes;
+    if (a_bytes > kSharedPanelsBytes) return nullptr;
+    // What a task no longer packs, less its share of the pieces.
+    if (a_bytes / plan_.m_chunks - a_bytes / plan_.threads < kMinSharedSavingBytes) return nullptr;
+    uint8_t* panels = scratch<4>(static_cast<size_t>(a_bytes));
     auto piece = [&](int64_t t) {
-        if (t < a_pieces) {
-            const int64_t tile = t / k_blocks_, kb = t % k_blocks_;
-            const int64_t k0 = kb * plan_.kc, k_len = std::min(plan_.kc, p_.k - k0);
-            pack_a_lowp(L.step, p_.a_type, args.a, p_.lda, p_.trans_a, tile * mr,
-                        static_cast<int>(std::min<int64_t>(mr, p_.m - tile * mr)), k0, k_len,
-                        panel_groups(L, k_len) * g, plan_.a_panel_ld, a_out + t * panel_bytes);
-            return;
-        }
-        t -= a_pieces;
-        const int64_t kb = t / b_pieces_per_block, p0 = (t % b_pieces_per_block) * kBPiecePanels;
+        const int64_t tile = t / k_blocks_, kb = t % k_blocks_;
         const int64_t k0 = kb * plan_.kc, k_len = std::min(plan_.kc, p_.k - k0);
-        const int64_t groups = panel_groups(L, k_len);
-        pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, k0, k_len, p0 * nr,
-                    std::min(kBPiecePanels * nr, p_.n - p0 * nr), static_cast<int>(nr), groups,
-                    b_out + kb * b_block_stride + p0 * groups * nr * 4, nullptr);
+        pack_a_lowp(L.step, p_.a_type, args.a, p_.lda, p_.trans_a, tile * mr,
+                    static_cast<int>(std::min<int64_t>(mr, p_.m - tile * mr)), k0, k_len, panel_groups(L, k_len) * g,
+                    plan_.a_panel_ld, panels + t * panel_bytes);
     };
-    runner_->parallel_for(a_pieces + b_pieces, piece);
-    SharedPanels shared;
-    shared.a = a_out;
-    shared.b = b_out;
-    shared.b_block_stride = b_block_stride;
-    return shared;
+    runner_->parallel_for(row_tiles * k_blocks_, piece);
+    return panels;
 }
 
 // Loop order: N blocks (B packed for all of K, panel by panel, with its column sums), M blocks, K blocks, row
 // tiles (each A tile, packed or in place, stays in L1), then the B panels streaming from L2. With several K
 // blocks the partial sums of an M block wait in a strip sized to stay in L2.
 void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale,
-                               const SharedPanels& shared) const {
+                               const uint8_t* shared_a_panels) const {
     const plan::LowpLayout& L = plan_.layout;
     const int mr = L.mr;
     const int64_t nr = plan_.nr();
@@ -323,9 +298,8 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // A chunk of one M block (decode rows, or a thread's few row tiles) uses each K block of packed B once, right
     // after packing it: packed block by block into one buffer, it stays in L2 instead of going through memory
     // as all of K x nc (16x4096x4096 bf16 at 1 thread: 16 MB written and read back per N block).
-    const bool pack_b_per_k_block = !shared.b && ch.m1 - ch.m0 <= plan_.mc && k_blocks_ > 1;
-    uint8_t* b_full =
-        shared.b ? nullptr : scratch<0>(static_cast<size_t>((pack_b_per_k_block ? 1 : k_blocks_) * block_bytes));
+    const bool pack_b_per_k_block = ch.m1 - ch.m0 <= plan_.mc && k_blocks_ > 1;
+    uint8_t* b_full = scratch<0>(static_cast<size_t>((pack_b_per_k_block ? 1 : k_blocks_) * block_bytes));
     auto pack_b_block = [&](int64_t jc, int64_t n_cur, int64_t kb, int32_t* comp) {
         const int64_t k0 = kb * plan_.kc;
         const int64_t k_len = std::min(plan_.kc, p_.k - k0);
@@ -339,10 +313,10 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // cost a fifth of a bf16 2048^3 call with 256-column B blocks.
     const int64_t panel_bytes = mr * plan_.a_panel_ld * esz;
     const int64_t row_tiles = ceil_div(ch.m1 - ch.m0, mr);
-    const bool keep_a = pack_a && !shared.a && ch.n1 - ch.n0 > plan_.nc &&
+    const bool keep_a = pack_a && !shared_a_panels && ch.n1 - ch.n0 > plan_.nc &&
                         row_tiles * k_blocks_ * panel_bytes <= kKeepPackedABytes;
     uint8_t* a_panels =
-        pack_a && !shared.a
+        pack_a && !shared_a_panels
             ? scratch<1>(static_cast<size_t>(keep_a ? row_tiles * k_blocks_ * panel_bytes : panel_bytes))
             : nullptr;
     auto* comp = L.compensate ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(nc_pad * 4))) : nullptr;
@@ -356,7 +330,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
-        if (!pack_b_per_k_block && !shared.b)
+        if (!pack_b_per_k_block)
             for (int64_t kb = 0; kb < k_blocks_; ++kb) pack_b_block(jc, n_cur, kb, comp);
         for (int64_t ic = ch.m0; ic < ch.m1; ic += plan_.mc) {
             const int64_t m_end = std::min(ch.m1, ic + plan_.mc);
@@ -367,14 +341,12 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 const Phase phase =
                     k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
                 if (pack_b_per_k_block) pack_b_block(jc, n_cur, kb, comp);
-                const uint8_t* b_block =
-                    shared.b ? shared.b + kb * shared.b_block_stride + (jc / nr) * groups * nr * 4
-                             : b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
+                const uint8_t* b_block = b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
                 for (int64_t ir = ic; ir < m_end; ir += mr) {
                     const bool row_tail = ir + mr > p_.m;
                     const uint8_t* a_tile;
-                    if (shared.a) {
-                        a_tile = shared.a + ((ir / mr) * k_blocks_ + kb) * panel_bytes;
+                    if (shared_a_panels) {
+                        a_tile = shared_a_panels + ((ir / mr) * k_blocks_ + kb) * panel_bytes;
                         call.a_stride = plan_.a_panel_ld * esz;
                     } else if (pack_a) {
                         uint8_t* a_panel = a_panels;

@@ -38,15 +38,9 @@ private:
         uint8_t* c;
         int64_t m0, m1, n0, n1;
     };
-    // A and B packed once per call for all tasks (pack_shared_panels): A's panels as [row tile][K block], B's
-    // as [K block][column panel], each K block b_block_stride bytes on. Null where each task packs its own.
-    struct SharedPanels {
-        const uint8_t* a = nullptr;
-        const uint8_t* b = nullptr;
-        int64_t b_block_stride = 0;
-    };
-    SharedPanels pack_shared_panels(const RunArgs& args) const;
-    void run_chunk(const Chunk& chunk, const RunArgs& args, float scale, const SharedPanels& shared) const;
+    // A's panels packed once per call for all tasks, as [row tile][K block]; null where each task packs its own.
+    const uint8_t* pack_shared_a_panels(const RunArgs& args) const;
+    void run_chunk(const Chunk& chunk, const RunArgs& args, float scale, const uint8_t* shared_a_panels) const;
     // LowpLayout::swap_ab: tiles over N (rows) x M (columns) with B's rows in the A tiles; chunk.n0/n1 only.
     // shared_a: op(A)^T already packed for every K block (by pack_swapped_a_shared), else the chunk packs it.
     void run_swapped_chunk(const Chunk& chunk, const RunArgs& args, float scale, const uint8_t* shared_a) const;
