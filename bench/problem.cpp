@@ -25,6 +25,17 @@ double flops(const jitmm_matmul_desc& d) {
            static_cast<double>(d.batch_count);
 }
 
+double min_bytes(const jitmm_matmul_desc& d) {
+    const double batch = static_cast<double>(d.batch_count);
+    auto operand = [&](jitmm_dtype t, int64_t rows, int64_t cols, int64_t stride) {
+        const double copies = d.batch_count > 1 && stride == 0 ? 1.0 : batch;
+        return copies * static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(dtype_size(t));
+    };
+    const double c = operand(d.c_type, d.m, d.n, d.stride_c);
+    return operand(d.a_type, d.m, d.k, d.stride_a) + operand(d.b_type, d.k, d.n, d.stride_b) +
+           (d.beta != 0.0f ? 2.0 : 1.0) * c;
+}
+
 int64_t rotation_copies(int64_t ab_bytes) {
     constexpr int64_t kCapBytes = int64_t{256} << 20, kMaxCopies = 64;
     const hw::CpuInfo& cpu = hw::cpu_info();

@@ -37,6 +37,10 @@ private:
 // 2*M*N*K*batch.
 double flops(const jitmm_matmul_desc& d);
 
+// Bytes a kernel moves at least: A and B once (a shared operand, batch stride 0, once for all batches), C
+// written once and read once more when beta != 0. The denominator of GB/s, which decides decode-like shapes.
+double min_bytes(const jitmm_matmul_desc& d);
+
 // How many copies of A and B the timed runs rotate over (see the top of this file).
 int64_t rotation_copies(int64_t ab_bytes);
 

@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include "problem.hpp"
 #include "reference.hpp"
 
 #include <jitmm/jitmm.h>
@@ -110,7 +111,8 @@ TextTable::TextTable(const Options& options, bool show_device) : options_(option
                                      {"hit_ns", 7, false},
                                      {"median_us", 10, false},
                                      {"GFLOP/s", 8, false},
-                                     {"%peak", 6, false}});
+                                     {"%peak", 6, false},
+                                     {"GB/s", 7, false}});
     if (options.check) columns_.insert(columns_.end(), {{"max_err", 9, false}, {"rel_err", 13, false}});
     for (const std::string& p : options.peers) {
         const std::string gflops = p + "_GFLOP/s", ratio = "ratio_vs_" + p;
@@ -146,6 +148,7 @@ void TextTable::row(const ShapeResult& r) {
         cells.push_back(format("%.2f", r.median_us));
         cells.push_back(format("%.1f", r.gflops));
         cells.push_back(format("%.0f%%", r.peak_pct));
+        cells.push_back(r.median_us > 0 ? format("%.0f", min_bytes(d) / r.median_us * 1e-3) : "-");
         if (options_.check) {
             // NaN here means the output held NaN/Inf: say so rather than print "-".
             auto err_cell = [](double v) { return std::isnan(v) ? std::string("NaN") : format("%.2e", v); };
@@ -317,6 +320,7 @@ std::string json_object(const ShapeResult& r) {
     if (r.runs > 0) {
         f.emplace_back("median_us", json_number(r.median_us));
         f.emplace_back("gflops", json_number(r.gflops));
+        f.emplace_back("gbps", json_number(r.median_us > 0 ? min_bytes(r.desc) / r.median_us * 1e-3 : NAN));
         f.emplace_back("runs", std::to_string(r.runs));
         f.emplace_back("copies", std::to_string(r.copies));
     }
