@@ -13,6 +13,34 @@ namespace jitmm::x86 {
 
 namespace {
 
+// What a variant's epilogue does with C, the bias and the activation (from its place in K).
+struct EpilogueWork {
+    bool read_c;
+    float c_scale;  // beta for the first K block, 1 for the others
+    bool add_bias;
+    Activation act;
+    bool operator==(const EpilogueWork& o) const {
+        return read_c == o.read_c && c_scale == o.c_scale && add_bias == o.add_bias && act == o.act;
+    }
+};
+
+EpilogueWork epilogue_work(const GemmF32Layout& L, const UkernelVariant& v) {
+    EpilogueWork w;
+    w.read_c = !v.first || (L.beta != 0.0f && !v.partial);
+    w.c_scale = v.first ? L.beta : 1.0f;
+    w.add_bias = v.last && !v.partial && L.bias != BiasKind::none;
+    w.act = v.last && !v.partial ? L.activation : Activation::none;
+    return w;
+}
+
+// Whether two variants emit the same code (a middle K block and the last one when there is no bias or
+// activation to apply): the second reuses the first's entry, which keeps the JIT time of many-block shapes
+// down (Xbyak's encoding is most of it).
+bool same_code(const GemmF32Layout& L, const UkernelVariant& a, const UkernelVariant& b) {
+    return a.rows == b.rows && a.cols == b.cols && a.k_len == b.k_len && a.partial == b.partial &&
+           epilogue_work(L, a) == epilogue_work(L, b);
+}
+
 using Xbyak::Xmm;
 using Xbyak::Reg64;
 
@@ -261,10 +289,10 @@ private:
 
     // ---- epilogue: alpha, beta*C or +C, bias, activation, one store per vector -------------------------
     void epilogue(const UkernelVariant& v) {
-        const bool read_c = !v.first || (L_.beta != 0.0f && !v.partial);
-        const float c_scale = v.first ? L_.beta : 1.0f;
-        const bool add_bias = v.last && !v.partial && L_.bias != BiasKind::none;
-        const Activation act = v.last && !v.partial ? L_.activation : Activation::none;
+        const EpilogueWork w = epilogue_work(L_, v);
+        const bool read_c = w.read_c, add_bias = w.add_bias;
+        const float c_scale = w.c_scale;
+        const Activation act = w.act;
         const Xmm t0 = temp(0), t1 = temp(1), t2 = temp(2);
 
         mov(r11, rdx);
@@ -346,7 +374,11 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
     return emit_code("gemm_f32", capacity, [&](uint8_t* buffer, size_t size) {
         GemmF32Emitter emitter(layout, buffer, size);
         GeneratedCode out;
-        for (const auto& v : variants) out.entries.push_back(emitter.emit_variant(v));
+        for (size_t i = 0; i < variants.size(); ++i) {
+            size_t j = 0;
+            while (j < i && !same_code(layout, variants[j], variants[i])) ++j;
+            out.entries.push_back(j < i ? out.entries[j] : emitter.emit_variant(variants[i]));
+        }
         if (!whole.empty()) out.entries.push_back(emitter.emit_whole(whole));
         if (finish) out.entries.push_back(emitter.emit_finish(*finish));
         emitter.emit_mask_table();
