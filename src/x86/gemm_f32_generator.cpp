@@ -33,12 +33,9 @@ EpilogueWork epilogue_work(const GemmF32Layout& L, const UkernelVariant& v) {
     return w;
 }
 
-// Whether two variants emit the same code (a middle K block and the last one when there is no bias or
-// activation to apply): the second reuses the first's entry, which keeps the JIT time of many-block shapes
-// down (Xbyak's encoding is most of it).
-bool same_code(const GemmF32Layout& L, const UkernelVariant& a, const UkernelVariant& b) {
-    return a.rows == b.rows && a.cols == b.cols && a.k_len == b.k_len && a.partial == b.partial &&
-           epilogue_work(L, a) == epilogue_work(L, b);
+// Whether two variants run the same K loop (tile and K block alike; they may differ in the epilogue).
+bool same_body(const UkernelVariant& a, const UkernelVariant& b) {
+    return a.rows == b.rows && a.cols == b.cols && a.k_len == b.k_len && a.partial == b.partial;
 }
 
 using Xbyak::Xmm;
@@ -58,17 +55,61 @@ public:
           pool_(*this),
           math_(*this, pool_, avx512_) {}
 
-    size_t emit_variant(const UkernelVariant& v) {
-        align(16);
-        const size_t entry = getSize();
-        begin_variant(v);
-        prefetch_c(v);
+    // Variants that differ only in their epilogue (the first, middle and last K blocks of one tile) share
+    // one K loop: each entry leaves its epilogue's number in the red zone below the stack pointer (the body
+    // calls nothing and pushes nothing) and the body branches to that epilogue at the end. Identical epilogues
+    // (a middle and a last block without bias or activation) share an entry. This keeps the JIT time of
+    // many-block shapes down: Xbyak's encoding of the unrolled K loop is most of it.
+    // Returns one entry offset per variant.
+    std::vector<size_t> emit_variant_group(const std::vector<UkernelVariant>& group) {
+        std::vector<int> kind_of(group.size());
+        std::vector<size_t> kinds;  // index into group of each distinct epilogue
+        for (size_t i = 0; i < group.size(); ++i) {
+            size_t k = 0;
+            while (k < kinds.size() && !(epilogue_work(L_, group[kinds[k]]) == epilogue_work(L_, group[i]))) ++k;
+            if (k == kinds.size()) kinds.push_back(i);
+            kind_of[i] = static_cast<int>(k);
+        }
+        if (kinds.size() == 1) {  // one epilogue: straight-line code (Xbyak labels cost microseconds to make)
+            align(16);
+            const size_t entry = getSize();
+            begin_variant(group[0]);
+            prefetch_c(group[0]);
+            zero_accumulators();
+            k_loop(group[0].k_len);
+            epilogue(group[0]);
+            vzeroupper();
+            ret();
+            return std::vector<size_t>(group.size(), entry);
+        }
+        const auto epilogue_kind = dword[rsp - 8];
+        Xbyak::Label body;
+        std::vector<Xbyak::Label> epilogues(kinds.size());
+        std::vector<size_t> kind_entry(kinds.size());
+        for (size_t k = 0; k < kinds.size(); ++k) {
+            align(16);
+            kind_entry[k] = getSize();
+            mov(epilogue_kind, static_cast<uint32_t>(k));
+            if (k + 1 < kinds.size()) jmp(body, T_NEAR);
+        }
+        L(body);
+        begin_variant(group[0]);
+        prefetch_c(group[0]);
         zero_accumulators();
-        k_loop(v.k_len);
-        epilogue(v);
-        vzeroupper();
-        ret();
-        return entry;
+        k_loop(group[0].k_len);
+        for (size_t k = 1; k < kinds.size(); ++k) {
+            cmp(epilogue_kind, static_cast<uint32_t>(k));
+            je(epilogues[k], T_NEAR);
+        }
+        for (size_t k = 0; k < kinds.size(); ++k) {
+            L(epilogues[k]);
+            epilogue(group[kinds[k]]);
+            vzeroupper();
+            ret();
+        }
+        std::vector<size_t> entries(group.size());
+        for (size_t i = 0; i < group.size(); ++i) entries[i] = kind_entry[kind_of[i]];
+        return entries;
     }
 
     // Every tile inline, one after another; the base pointers live in callee-saved registers.
@@ -374,10 +415,21 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
     return emit_code("gemm_f32", capacity, [&](uint8_t* buffer, size_t size) {
         GemmF32Emitter emitter(layout, buffer, size);
         GeneratedCode out;
+        // Variants grouped by K loop, in order of first appearance; entries stay in the variants' order.
+        out.entries.assign(variants.size(), 0);
+        std::vector<bool> done(variants.size(), false);
         for (size_t i = 0; i < variants.size(); ++i) {
-            size_t j = 0;
-            while (j < i && !same_code(layout, variants[j], variants[i])) ++j;
-            out.entries.push_back(j < i ? out.entries[j] : emitter.emit_variant(variants[i]));
+            if (done[i]) continue;
+            std::vector<size_t> members;
+            for (size_t j = i; j < variants.size(); ++j)
+                if (!done[j] && same_body(variants[i], variants[j])) members.push_back(j);
+            std::vector<UkernelVariant> group;
+            for (size_t j : members) group.push_back(variants[j]);
+            const std::vector<size_t> entries = emitter.emit_variant_group(group);
+            for (size_t g = 0; g < members.size(); ++g) {
+                out.entries[members[g]] = entries[g];
+                done[members[g]] = true;
+            }
         }
         if (!whole.empty()) out.entries.push_back(emitter.emit_whole(whole));
         if (finish) out.entries.push_back(emitter.emit_finish(*finish));
