@@ -1098,28 +1098,25 @@ TEST_CASE("cuda: batches, broadcast B, padded and misaligned leading dims, misal
     run_cases(cases);
 }
 
-// The decode kernel (M <= 32, B stored N x K with 16-byte rows): weight rows through a cp.async ring. Every
-// input type, M across one to four 8-row tiles of A, N and K tails (K * element bytes not a multiple of the
-// 128-256-byte segments, nor of 16 with padded rows), fewer segments than warps, batches, ld > width,
-// every epilogue part, a non-default stream.
-TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "[cuda]") {
-    constexpr const char* kGemv = "cuda_sm80_gemv";
+namespace {
+
+struct GemvShape {
+    int64_t m, n, k, batch;
+};
+
+// The gemv kernel's cases: every shape with every dtype pair, B stored N x K (b_n_by_k) or K x N. Rows of A
+// and B padded to whole 16 bytes where the width alone would not be, and sometimes beyond; ldc > N every other
+// case; an epilogue with every part every fifth; a non-default stream every seventh.
+std::vector<Case> gemv_cases(const std::vector<GemvShape>& shapes, const std::vector<DtypePair>& dtypes, bool b_n_by_k) {
     std::vector<Case> cases;
-    struct Shape {
-        int64_t m, n, k, batch;
-    };
-    const Shape shapes[] = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2}, {9, 515, 777, 1},
-                            {16, 1024, 4104, 1}, {16, 17, 40, 3}, {1, 7, 8, 1}, {12, 4097, 11008, 1},
-                            {17, 300, 500, 1}, {32, 1280, 8192, 1}, {24, 999, 1000, 2}, {31, 512, 2056, 1}};
     size_t i = 0;
-    for (const DtypePair& d : kDtypes)
-        for (const Shape& sh : shapes) {
-            Case c{sh.m, sh.n, sh.k, sh.batch, false, true, d.in, d.out};
-            // Pad rows to whole 16 bytes where K alone would not (K odd), and sometimes beyond.
+    for (const DtypePair& d : dtypes)
+        for (const GemvShape& sh : shapes) {
+            Case c{sh.m, sh.n, sh.k, sh.batch, false, b_n_by_k, d.in, d.out};
             const int64_t per16 = 16 / static_cast<int64_t>(jitmm::dtype_size(d.in));
-            const int64_t fill = (per16 - sh.k % per16) % per16;
-            c.lda_pad = fill + (i % 3 == 0 ? per16 : 0);
-            c.ldb_pad = fill + (i % 4 == 1 ? 2 * per16 : 0);
+            auto fill = [&](int64_t width) { return (per16 - width % per16) % per16; };
+            c.lda_pad = fill(sh.k) + (i % 3 == 0 ? per16 : 0);
+            c.ldb_pad = fill(b_n_by_k ? sh.k : sh.n) + (i % 4 == 1 ? 2 * per16 : 0);
             c.ldc_pad = i % 2;
             if (i % 5 == 2) {
                 c.bias = i % 2 ? BiasKind::per_column : BiasKind::per_row;
@@ -1127,11 +1124,25 @@ TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "
                 c.alpha = 0.5f, c.beta = -1.0f;
             }
             c.own_stream = i % 7 == 3;
-            c.want_generator = kGemv;
+            c.want_generator = "cuda_sm80_gemv";
             cases.push_back(c);
             ++i;
         }
-    run_cases(cases);
+    return cases;
+}
+
+}  // namespace
+
+// The decode kernel (M <= 32, B stored N x K with 16-byte rows): weight rows through a cp.async ring. Every
+// input type, M across one to four 8-row tiles of A, N and K tails (K * element bytes not a multiple of the
+// 128-256-byte segments, nor of 16 with padded rows), fewer segments than warps, batches, ld > width,
+// every epilogue part, a non-default stream.
+TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "[cuda]") {
+    const std::vector<GemvShape> shapes = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2},
+                                           {9, 515, 777, 1},   {16, 1024, 4104, 1}, {16, 17, 40, 3},
+                                           {1, 7, 8, 1},       {12, 4097, 11008, 1}, {17, 300, 500, 1},
+                                           {32, 1280, 8192, 1}, {24, 999, 1000, 2}, {31, 512, 2056, 1}};
+    run_cases(gemv_cases(shapes, std::vector<DtypePair>(std::begin(kDtypes), std::end(kDtypes)), true));
 }
 
 // The decode kernel's variant for a 16-bit B stored K x N (64 columns a CTA, k-rows through the ring,
@@ -1139,34 +1150,12 @@ TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "
 // multiple of 8 columns: a partial last chunk per row), fewer stages than warps, batches, ld > width,
 // epilogues, a non-default stream.
 TEST_CASE("cuda: decode gemv kernel with B stored K x N", "[cuda]") {
-    constexpr const char* kGemv = "cuda_sm80_gemv";
-    std::vector<Case> cases;
-    struct Shape {
-        int64_t m, n, k, batch;
-    };
-    const Shape shapes[] = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2}, {9, 515, 777, 1},
-                            {16, 1024, 4104, 1}, {16, 17, 40, 3}, {1, 7, 8, 1}, {12, 4097, 1000, 1}, {2, 70, 5000, 1}};
-    const DtypePair sixteen[] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, {JITMM_DTYPE_F16, JITMM_DTYPE_F16},
-                                 {JITMM_DTYPE_BF16, JITMM_DTYPE_F32}, {JITMM_DTYPE_F16, JITMM_DTYPE_F32}};
-    size_t i = 0;
-    for (const DtypePair& d : sixteen)
-        for (const Shape& sh : shapes) {
-            Case c{sh.m, sh.n, sh.k, sh.batch, false, false, d.in, d.out};
-            // Rows of A (K elements) and of B (N elements) padded to whole 16 bytes, sometimes beyond.
-            c.lda_pad = (8 - sh.k % 8) % 8 + (i % 3 == 0 ? 8 : 0);
-            c.ldb_pad = (8 - sh.n % 8) % 8 + (i % 4 == 1 ? 16 : 0);
-            c.ldc_pad = i % 2;
-            if (i % 5 == 2) {
-                c.bias = i % 2 ? BiasKind::per_column : BiasKind::per_row;
-                c.act = i % 3 ? Activation::gelu_tanh : Activation::silu;
-                c.alpha = 0.5f, c.beta = -1.0f;
-            }
-            c.own_stream = i % 7 == 3;
-            c.want_generator = kGemv;
-            cases.push_back(c);
-            ++i;
-        }
-    run_cases(cases);
+    const std::vector<GemvShape> shapes = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2},
+                                           {9, 515, 777, 1},   {16, 1024, 4104, 1}, {16, 17, 40, 3},
+                                           {1, 7, 8, 1},       {12, 4097, 1000, 1}, {2, 70, 5000, 1}};
+    const std::vector<DtypePair> sixteen = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, {JITMM_DTYPE_F16, JITMM_DTYPE_F16},
+                                            {JITMM_DTYPE_BF16, JITMM_DTYPE_F32}, {JITMM_DTYPE_F16, JITMM_DTYPE_F32}};
+    run_cases(gemv_cases(shapes, sixteen, false));
 }
 
 // The Hopper kernel (wgmma + TMA) on an sm_90 device: every dtype it takes, all four layouts for the 16-bit

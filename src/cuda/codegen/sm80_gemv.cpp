@@ -73,22 +73,7 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     os << "    cp_async16_zfill(chunk_at(st + W_BYTES, r, c), " << (tail_k ? "bytes == 0 ? A : " : "")
        << "A + (i64)r * LDA + k, bytes);\n  }\n}\n";
 
-    os << "\n// ---- the kernel\n";
-    os << "extern \"C\" __global__ void __launch_bounds__(" << plan.threads() << ", " << plan.min_blocks_per_sm << ") "
-       << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
-       << "const void* __restrict__ bias_ptr) {\n";
-    os << R"(  extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const i64 batch = blockIdx.y + (i64)blockIdx.z * 65535;
-)";
-    if (p.batch > 65535 && p.batch % 65535 != 0) os << "  if (batch >= BATCH) return;\n";
-    os << R"(  const int n0 = blockIdx.x * 16;
-  const char* A = (const char*)a_ptr + batch * STRIDE_A;
-  const char* B = (const char*)b_ptr + batch * STRIDE_B;
-  char* C = (char*)c_ptr + batch * STRIDE_C;
-  const char* bias = (const char*)bias_ptr;
-  const u32 ring = smem_u32(smem_raw) + warp * RING;
-)";
+    emit_gemv_kernel_head(os, p, plan, name, "16");
     os << R"(
   // this warp's segments [seg0, seg0 + count): STAGES - 1 in flight ahead of the one computed
   const int seg0 = warp * PER_WARP;
@@ -174,11 +159,36 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     rw[RED_STRIDE + g + 8] = acc[i][3];
   }
   __syncthreads();
-
-  // epilogue: consecutive threads write consecutive columns of a row of C; warps summed in order
-  for (int i = threadIdx.x; i < M * 16; i += THREADS) {
-    const int m = i / 16, nl = i % 16, n = n0 + nl;
 )";
+    emit_gemv_column_sums(os, "16", tail_n);
+    set_decode_launch(out, p, 16, plan.threads());
+    out.smem_bytes = plan.gemv_smem_bytes(p.m);
+}
+
+void emit_gemv_kernel_head(std::ostringstream& os, const Problem& p, const plan::CudaGemmPlan& plan,
+                           const std::string& name, const char* columns) {
+    os << "\n// ---- the kernel\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(" << plan.threads() << ", " << plan.min_blocks_per_sm << ") "
+       << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
+       << "const void* __restrict__ bias_ptr) {\n";
+    os << R"(  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 batch = blockIdx.y + (i64)blockIdx.z * 65535;
+)";
+    if (p.batch > 65535 && p.batch % 65535 != 0) os << "  if (batch >= BATCH) return;\n";
+    os << "  const int n0 = blockIdx.x * " << columns << ";\n";
+    os << R"(  const char* A = (const char*)a_ptr + batch * STRIDE_A;
+  const char* B = (const char*)b_ptr + batch * STRIDE_B;
+  char* C = (char*)c_ptr + batch * STRIDE_C;
+  const char* bias = (const char*)bias_ptr;
+  const u32 ring = smem_u32(smem_raw) + warp * RING;
+)";
+}
+
+void emit_gemv_column_sums(std::ostringstream& os, const char* columns, bool tail_n) {
+    os << "\n  // epilogue: consecutive threads write consecutive columns of a row of C; warps summed in order\n";
+    os << "  for (int i = threadIdx.x; i < M * " << columns << "; i += THREADS) {\n";
+    os << "    const int m = i / " << columns << ", nl = i % " << columns << ", n = n0 + nl;\n";
     if (tail_n) os << "    if (n >= N) continue;\n";
     os << R"(    Acc s = 0;
 #pragma unroll
@@ -188,12 +198,13 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
   }
 }
 )";
+}
 
-    out.grid[0] = ceil_div(p.n, 16);
+void set_decode_launch(GeneratedKernel& out, const Problem& p, int64_t columns, int threads) {
+    out.grid[0] = ceil_div(p.n, columns);
     out.grid[1] = std::min<int64_t>(p.batch, 65535);
     out.grid[2] = ceil_div(p.batch, 65535);
-    out.block = plan.threads();
-    out.smem_bytes = plan.gemv_smem_bytes(p.m);
+    out.block = threads;
 }
 
 }  // namespace jitmm::cuda

@@ -74,22 +74,8 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
         os << "    cp_async16_zfill(st + W_BYTES + r * A_ROW + c * 16, A + (i64)r * LDA + (i64)(k0 + c * 8) * 2, 16u);\n";
     os << "  }\n}\n";
 
-    os << "\n// ---- the kernel\n";
-    os << "extern \"C\" __global__ void __launch_bounds__(" << plan.threads() << ", " << plan.min_blocks_per_sm << ") "
-       << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
-       << "const void* __restrict__ bias_ptr) {\n";
-    os << R"(  extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const i64 batch = blockIdx.y + (i64)blockIdx.z * 65535;
-)";
-    if (p.batch > 65535 && p.batch % 65535 != 0) os << "  if (batch >= BATCH) return;\n";
-    os << R"(  const int n0 = blockIdx.x * NB;
-  const char* A = (const char*)a_ptr + batch * STRIDE_A;
-  const char* B = (const char*)b_ptr + batch * STRIDE_B;
-  char* C = (char*)c_ptr + batch * STRIDE_C;
-  const char* bias = (const char*)bias_ptr;
-  const u32 ring = smem_u32(smem_raw) + warp * RING;
-
+    emit_gemv_kernel_head(os, p, plan, name, "NB");
+    os << R"(
   // this warp's stages [sg0, sg0 + count): STAGES - 1 in flight ahead of the one computed
   const int sg0 = warp * PER_WARP;
   const int count = STEPS - sg0 < PER_WARP ? (STEPS - sg0 > 0 ? STEPS - sg0 : 0) : PER_WARP;
@@ -155,25 +141,9 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
       rw[RED_STRIDE + g + 8] = acc[nt][i][3];
     }
   __syncthreads();
-
-  // epilogue: consecutive threads write consecutive columns of a row of C; warps summed in order
-  for (int i = threadIdx.x; i < M * NB; i += THREADS) {
-    const int m = i / NB, nl = i % NB, n = n0 + nl;
 )";
-    if (tail_n) os << "    if (n >= N) continue;\n";
-    os << R"(    Acc s = 0;
-#pragma unroll
-    for (int w = 0; w < KW; ++w) s += red[(w * A_ROWS + m) * RED_STRIDE + nl];
-    char* c = C + (i64)m * LDC + (i64)n * EC;
-    c_store(c, finish(s, c, m, n, bias));
-  }
-}
-)";
-
-    out.grid[0] = ceil_div(p.n, kColumns);
-    out.grid[1] = std::min<int64_t>(p.batch, 65535);
-    out.grid[2] = ceil_div(p.batch, 65535);
-    out.block = plan.threads();
+    emit_gemv_column_sums(os, "NB", tail_n);
+    set_decode_launch(out, p, kColumns, plan.threads());
     out.smem_bytes = std::max<int64_t>(plan.gemv_smem_bytes(p.m), int64_t{plan.gemv_warps} * mt * 8 * (kColumns + 4) * 4);
 }
 

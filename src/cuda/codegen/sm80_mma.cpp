@@ -605,10 +605,7 @@ void emit_skinny(std::ostringstream& os, const Problem& p, const CudaGemmPlan& p
 }
 )";
 
-    out.grid[0] = ceil_div(p.n, rows);
-    out.grid[1] = std::min<int64_t>(p.batch, 65535);
-    out.grid[2] = ceil_div(p.batch, 65535);
-    out.block = threads;
+    set_decode_launch(out, p, rows, threads);
     out.smem_bytes = 0;  // static shared memory only
 }
 
