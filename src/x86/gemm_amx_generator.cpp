@@ -152,19 +152,7 @@ private:
         L(panel);
         mov(rax, steps);
         L(kloop);
-        multiply(c_tile(0, 0), a_tile(0), b_tile(0));
-        if (tn_ == 2) {
-            load_b(b_tile(1), ptr[rsi + r10 + kTile * 4]);
-            multiply(c_tile(0, 1), a_tile(0), b_tile(1));
-        }
-        if (tm_ == 2) {
-            tileloadd(a_tile(1), ptr[r9 + r8]);
-            multiply(c_tile(1, 0), a_tile(1), b_tile(0));
-            if (tn_ == 2) multiply(c_tile(1, 1), a_tile(1), b_tile(1));
-        }
-        add(rdi, kStepBytes);
-        if (tm_ == 2) add(r9, kStepBytes);
-        add(rsi, kTile * kBPanelRow);  // 16 k groups; past the last step: the next panel's start
+        step_products();  // past the last step, B's pointer is at the next panel's start
         dec(rax);
         jz(kdone, T_NEAR);
         load_step_tiles();
@@ -193,6 +181,23 @@ private:
     void load_step_tiles() {
         tileloadd(a_tile(0), ptr[rdi + r8]);
         load_b(b_tile(0), ptr[rsi + r10]);
+    }
+    // One K step's products once its first A and B tiles are loaded (the second ones are loaded here, each
+    // right before its first use), then the A and B pointers move to the next step.
+    void step_products() {
+        multiply(c_tile(0, 0), a_tile(0), b_tile(0));
+        if (tn_ == 2) {
+            load_b(b_tile(1), ptr[rsi + r10 + kTile * 4]);
+            multiply(c_tile(0, 1), a_tile(0), b_tile(1));
+        }
+        if (tm_ == 2) {
+            tileloadd(a_tile(1), ptr[r9 + r8]);
+            multiply(c_tile(1, 0), a_tile(1), b_tile(0));
+            if (tn_ == 2) multiply(c_tile(1, 1), a_tile(1), b_tile(1));
+        }
+        add(rdi, kStepBytes);
+        if (tm_ == 2) add(r9, kStepBytes);
+        add(rsi, kTile * kBPanelRow);  // 16 k groups
     }
     // B with the T1 hint (streamed: it does not evict the A tile from L1) unless the planner found the whole
     // B block small enough to be worth keeping close (LowpLayout::amx_b_streamed).
@@ -246,21 +251,8 @@ private:
         Xbyak::Label loop;
         mov(rax, steps);
         L(loop);
-        tileloadd(a_tile(0), ptr[rdi + r8]);
-        load_b(b_tile(0), ptr[rsi + r10]);
-        multiply(c_tile(0, 0), a_tile(0), b_tile(0));
-        if (tn_ == 2) {
-            load_b(b_tile(1), ptr[rsi + r10 + kTile * 4]);
-            multiply(c_tile(0, 1), a_tile(0), b_tile(1));
-        }
-        if (tm_ == 2) {
-            tileloadd(a_tile(1), ptr[r9 + r8]);
-            multiply(c_tile(1, 0), a_tile(1), b_tile(0));
-            if (tn_ == 2) multiply(c_tile(1, 1), a_tile(1), b_tile(1));
-        }
-        add(rdi, kStepBytes);
-        if (tm_ == 2) add(r9, kStepBytes);
-        add(rsi, kTile * kBPanelRow);  // 16 k groups
+        load_step_tiles();
+        step_products();
         dec(rax);
         jnz(loop, T_NEAR);
     }
