@@ -45,6 +45,9 @@ if [ "$mode" = all ] || [ "$mode" = test ]; then
     step ctest ctest --test-dir "$B" --output-on-failure -j 8 \
         -E '^cuda: (every dtype|epilogues|batches|sanitizer|timing)|^cuda devices|^cuda sm90: (wgmma|CTA pairs|jitmm_tune|split K)'
     step cuda_tests "$T" "[cuda]" --durations yes
+    # The same dtype, layout, epilogue and batch cases on the SM80 family, which a Hopper GPU otherwise only
+    # uses for decode and staged operands.
+    step cuda_sm80 env JITMM_CUDA_SM90=0 "$T" "cuda: every dtype*" "cuda: epilogues*" "cuda: batches*" --durations yes
     step memcheck "$sanitizer" --tool memcheck --leak-check no --error-exitcode 3 "$T" "[cuda-sanitize]"
     step racecheck "$sanitizer" --tool racecheck --error-exitcode 3 "$T" "[cuda-sanitize]"
     step synccheck "$sanitizer" --tool synccheck --error-exitcode 3 "$T" "[cuda-sanitize]"

@@ -329,6 +329,41 @@ void emit_tiled(std::ostringstream& os, const Problem& p, const CudaGemmPlan& pl
         return s;
     };
 
+    // One k-step of the warp tile: its fragments from shared memory (ldmatrix x4 gives a whole 16x(32 bytes)
+    // A fragment, or two 8x(32 bytes) B fragments), and its mma over the tile.
+    os << "\n// ---- one k-step of this warp's tile\n";
+    os << "__device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2], u32 sa_k, u32 sb_k, "
+          "int ks, int wm0, int wn0, int lane) {\n";
+    os << "  const int j8 = lane >> 3, r8 = lane & 7;\n#pragma unroll\n  for (int mi = 0; mi < MI; ++mi)\n";
+    if (a.smem_k_major())
+        os << "    ldsm_x4(af[mi], sa_k + a_swz(wm0 + mi * 16 + (j8 & 1) * 8 + r8, ks * 2 + (j8 >> 1)));\n";
+    else
+        os << "    ldsm_x4_t(af[mi], sa_k + a_swz(ks * 16 + (j8 >> 1) * 8 + r8, (wm0 + mi * 16 + (j8 & 1) * 8) >> 3));\n";
+    os << "#pragma unroll\n  for (int nj = 0; nj < NI / 2; ++nj) {\n    u32 r[4];\n";
+    if (b.smem_k_major())
+        os << "    ldsm_x4(r, sb_k + b_swz(wn0 + nj * 16 + (j8 >> 1) * 8 + r8, ks * 2 + (j8 & 1)));\n";
+    else
+        os << "    ldsm_x4_t(r, sb_k + b_swz(ks * 16 + (j8 & 1) * 8 + r8, (wn0 + nj * 16 + (j8 >> 1) * 8) >> 3));\n";
+    os << R"(    bf[2 * nj][0] = r[0]; bf[2 * nj][1] = r[1]; bf[2 * nj + 1][0] = r[2]; bf[2 * nj + 1][1] = r[3];
+  }
+}
+__device__ __forceinline__ void mma_step(Acc (&acc)[MI][NI][4], u32 (&af)[MI][4], u32 (&bf)[NI][2]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) af[mi][q] = prep(af[mi][q]);
+#pragma unroll
+  for (int ni = 0; ni < NI; ++ni) { bf[ni][0] = prep(bf[ni][0]); bf[ni][1] = prep(bf[ni][1]); }
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int nn = mi & 1 ? NI - 1 - ni : ni;  // serpentine: the last B fragment is reused next row
+      mma(acc[mi][nn], af[mi], bf[nn]);
+    }
+}
+)";
+
     os << "\n// ---- the kernel\n";
     os << "extern \"C\" __global__ void __launch_bounds__(" << threads << ", " << plan.min_blocks_per_sm << ") "
        << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
@@ -375,66 +410,73 @@ void emit_tiled(std::ostringstream& os, const Problem& p, const CudaGemmPlan& pl
     if (!b_async && !b_vec) os << "      b_copy(smem_b + s * B_STAGE_BYTES, B, n0, s * BK);\n";
     os << "    }\n    cp_async_commit();\n  }\n";
 
-    // Main loop.
-    os << R"(
+    if (a_async && b_async) {
+        // Both operands arrive by cp.async: the fragments are double-buffered in registers. Each k-step issues
+        // the next k-step's ldmatrix before its own mma, and the last k-step of a tile first waits for the next
+        // tile, so the ldmatrix latency hides under mma across the tile boundary too.
+        os << R"(
+  // main loop: fragments double-buffered; k-step ks loads k-step ks+1 (of tile kt+1 for the last one)
+  constexpr int KS = BK / KSTEP;
+  static_assert(KS % 2 == 0, "the fragment buffers alternate within a tile");
+  u32 af[2][MI][4], bf[2][NI][2];
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  load_fragments(af[0], bf[0], sa, sb, 0, wm0, wn0, lane);
+  for (int kt = 0; kt < KT; ++kt) {
+    // refill the slot of tile kt-1: every warp loaded its last fragments before the previous barrier
+    const int pf = kt + STAGES - 1, pf_slot = pf % STAGES;
+    if (pf < KT) {
+)";
+        os << load_stage("pf_slot", "pf * BK", "      ");
+        os << R"(    }
+    cp_async_commit();
+    const int slot = kt % STAGES, next_slot = (kt + 1) % STAGES;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      int fslot = slot;
+      if (ks == KS - 1) {  // tile kt+1 must have landed (past the last tile this reads a stale slot, unused)
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        fslot = next_slot;
+      }
+      load_fragments(af[(ks + 1) & 1], bf[(ks + 1) & 1], sa + fslot * A_STAGE_BYTES, sb + fslot * B_STAGE_BYTES,
+                     (ks + 1) % KS, wm0, wn0, lane);
+      mma_step(acc, af[ks & 1], bf[ks & 1]);
+    }
+  }
+)";
+    } else {
+        // Registers or element copies stage an operand after the mma: one barrier per tile, fragments loaded
+        // just before their mma.
+        os << R"(
   // main loop: wait for k-tile kt, refill the slot freed by kt-1, multiply kt
-  const int j8 = lane >> 3, r8 = lane & 7;
   for (int kt = 0; kt < KT; ++kt) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
     const int pf = kt + STAGES - 1, pf_slot = pf % STAGES;
     if (pf < KT) {
 )";
-    os << load_stage("pf_slot", "pf * BK", "      ");
-    if (a_vec) os << "      a_fetch(a_regs, A, m0, pf * BK);\n";
-    if (b_vec) os << "      b_fetch(b_regs, B, n0, pf * BK);\n";
-    os << R"(    }
+        os << load_stage("pf_slot", "pf * BK", "      ");
+        if (a_vec) os << "      a_fetch(a_regs, A, m0, pf * BK);\n";
+        if (b_vec) os << "      b_fetch(b_regs, B, n0, pf * BK);\n";
+        os << R"(    }
     cp_async_commit();
     const int slot = kt % STAGES;
-    const u32 sa_k = sa + slot * A_STAGE_BYTES, sb_k = sb + slot * B_STAGE_BYTES;
 #pragma unroll
     for (int ks = 0; ks < BK / KSTEP; ++ks) {
       u32 af[MI][4], bf[NI][2];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-)";
-    // Fragments: ldmatrix x4 gives a whole 16x(32 bytes) A fragment, or two 8x(32 bytes) B fragments.
-    if (a.smem_k_major())
-        os << "        ldsm_x4(af[mi], sa_k + a_swz(wm0 + mi * 16 + (j8 & 1) * 8 + r8, ks * 2 + (j8 >> 1)));\n";
-    else
-        os << "        ldsm_x4_t(af[mi], sa_k + a_swz(ks * 16 + (j8 >> 1) * 8 + r8, (wm0 + mi * 16 + (j8 & 1) * 8) >> 3));\n";
-    os << "      }\n#pragma unroll\n      for (int nj = 0; nj < NI / 2; ++nj) {\n        u32 r[4];\n";
-    if (b.smem_k_major())
-        os << "        ldsm_x4(r, sb_k + b_swz(wn0 + nj * 16 + (j8 >> 1) * 8 + r8, ks * 2 + (j8 & 1)));\n";
-    else
-        os << "        ldsm_x4_t(r, sb_k + b_swz(ks * 16 + (j8 & 1) * 8 + r8, (wn0 + nj * 16 + (j8 >> 1) * 8) >> 3));\n";
-    os << R"(        bf[2 * nj][0] = r[0]; bf[2 * nj][1] = r[1]; bf[2 * nj + 1][0] = r[2]; bf[2 * nj + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) af[mi][q] = prep(af[mi][q]);
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni) { bf[ni][0] = prep(bf[ni][0]); bf[ni][1] = prep(bf[ni][1]); }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni) {
-          const int nn = mi & 1 ? NI - 1 - ni : ni;  // serpentine: the last B fragment is reused next row
-          mma(acc[mi][nn], af[mi], bf[nn]);
-        }
+      load_fragments(af, bf, sa + slot * A_STAGE_BYTES, sb + slot * B_STAGE_BYTES, ks, wm0, wn0, lane);
+      mma_step(acc, af, bf);
     }
 )";
-    if (!a_async || !b_async) {
         // The slot pf_slot was freed by k-tile kt-1 (everyone passed this iteration's barrier).
         os << "    if (pf < KT) {\n";
         if (a_vec) os << "      a_store(smem_a + pf_slot * A_STAGE_BYTES, a_regs);\n";
         if (b_vec) os << "      b_store(smem_b + pf_slot * B_STAGE_BYTES, b_regs);\n";
         if (!a_async && !a_vec) os << "      a_copy(smem_a + pf_slot * A_STAGE_BYTES, A, m0, pf * BK);\n";
         if (!b_async && !b_vec) os << "      b_copy(smem_b + pf_slot * B_STAGE_BYTES, B, n0, pf * BK);\n";
-        os << "    }\n";
+        os << "    }\n  }\n";
     }
-    os << "  }\n";
 
     // Epilogue: straight from the accumulators (row g and g+8, columns 2t and 2t+1 of each 16x8 tile).
     const bool tail_m = p.m % plan.bm != 0, tail_n = p.n % plan.bn != 0;
