@@ -47,7 +47,7 @@ if [ "$mode" = all ] || [ "$mode" = test ]; then
     step cuda_tests "$T" "[cuda]" --durations yes
     # The same dtype, layout, epilogue and batch cases on the SM80 family, which a Hopper GPU otherwise only
     # uses for decode and staged operands.
-    step cuda_sm80 env JITMM_CUDA_SM90=0 "$T" "cuda: every dtype*" "cuda: epilogues*" "cuda: batches*" --durations yes
+    step cuda_sm80 env JITMM_CUDA_SM90=0 "$T" "cuda: every dtype*,cuda: epilogues*,cuda: batches*" --durations yes
     step memcheck "$sanitizer" --tool memcheck --leak-check no --error-exitcode 3 "$T" "[cuda-sanitize]"
     step racecheck "$sanitizer" --tool racecheck --error-exitcode 3 "$T" "[cuda-sanitize]"
     step synccheck "$sanitizer" --tool synccheck --error-exitcode 3 "$T" "[cuda-sanitize]"

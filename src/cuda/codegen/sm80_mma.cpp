@@ -329,38 +329,32 @@ void emit_tiled(std::ostringstream& os, const Problem& p, const CudaGemmPlan& pl
         return s;
     };
 
-    // One k-step of the warp tile: its fragments from shared memory (ldmatrix x4 gives a whole 16x(32 bytes)
-    // A fragment, or two 8x(32 bytes) B fragments), and its mma over the tile.
-    os << "\n// ---- one k-step of this warp's tile\n";
-    os << "__device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2], u32 sa_k, u32 sb_k, "
-          "int ks, int wm0, int wn0, int lane) {\n";
-    os << "  const int j8 = lane >> 3, r8 = lane & 7;\n#pragma unroll\n  for (int mi = 0; mi < MI; ++mi)\n";
+    // The fragments of one k-step from shared memory: ldmatrix x4 gives a whole 16x(32 bytes) A fragment, or
+    // two 8x(32 bytes) B fragments. prep() (tf32 rounding) is applied as they arrive.
+    os << "\n// ---- fragments of one k-step of this warp's tile\n";
+    os << "__device__ __forceinline__ void load_a_fragment(u32 (&f)[4], u32 sa_k, int ks, int mi, int wm0, int lane) {\n";
+    os << "  const int j8 = lane >> 3, r8 = lane & 7;\n";
     if (a.smem_k_major())
-        os << "    ldsm_x4(af[mi], sa_k + a_swz(wm0 + mi * 16 + (j8 & 1) * 8 + r8, ks * 2 + (j8 >> 1)));\n";
+        os << "  ldsm_x4(f, sa_k + a_swz(wm0 + mi * 16 + (j8 & 1) * 8 + r8, ks * 2 + (j8 >> 1)));\n";
     else
-        os << "    ldsm_x4_t(af[mi], sa_k + a_swz(ks * 16 + (j8 >> 1) * 8 + r8, (wm0 + mi * 16 + (j8 & 1) * 8) >> 3));\n";
-    os << "#pragma unroll\n  for (int nj = 0; nj < NI / 2; ++nj) {\n    u32 r[4];\n";
+        os << "  ldsm_x4_t(f, sa_k + a_swz(ks * 16 + (j8 >> 1) * 8 + r8, (wm0 + mi * 16 + (j8 & 1) * 8) >> 3));\n";
+    os << "#pragma unroll\n  for (int q = 0; q < 4; ++q) f[q] = prep(f[q]);\n}\n";
+    os << "// B fragments 2*nj and 2*nj+1\n";
+    os << "__device__ __forceinline__ void load_b_pair(u32 (&bf)[NI][2], u32 sb_k, int ks, int nj, int wn0, int lane) {\n";
+    os << "  const int j8 = lane >> 3, r8 = lane & 7;\n  u32 r[4];\n";
     if (b.smem_k_major())
-        os << "    ldsm_x4(r, sb_k + b_swz(wn0 + nj * 16 + (j8 >> 1) * 8 + r8, ks * 2 + (j8 & 1)));\n";
+        os << "  ldsm_x4(r, sb_k + b_swz(wn0 + nj * 16 + (j8 >> 1) * 8 + r8, ks * 2 + (j8 & 1)));\n";
     else
-        os << "    ldsm_x4_t(r, sb_k + b_swz(ks * 16 + (j8 & 1) * 8 + r8, (wn0 + nj * 16 + (j8 >> 1) * 8) >> 3));\n";
-    os << R"(    bf[2 * nj][0] = r[0]; bf[2 * nj][1] = r[1]; bf[2 * nj + 1][0] = r[2]; bf[2 * nj + 1][1] = r[3];
-  }
+        os << "  ldsm_x4_t(r, sb_k + b_swz(ks * 16 + (j8 & 1) * 8 + r8, (wn0 + nj * 16 + (j8 >> 1) * 8) >> 3));\n";
+    os << R"(  bf[2 * nj][0] = prep(r[0]); bf[2 * nj][1] = prep(r[1]);
+  bf[2 * nj + 1][0] = prep(r[2]); bf[2 * nj + 1][1] = prep(r[3]);
 }
-__device__ __forceinline__ void mma_step(Acc (&acc)[MI][NI][4], u32 (&af)[MI][4], u32 (&bf)[NI][2]) {
+__device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2], u32 sa_k, u32 sb_k, int ks,
+                                               int wm0, int wn0, int lane) {
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+  for (int mi = 0; mi < MI; ++mi) load_a_fragment(af[mi], sa_k, ks, mi, wm0, lane);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) af[mi][q] = prep(af[mi][q]);
-#pragma unroll
-  for (int ni = 0; ni < NI; ++ni) { bf[ni][0] = prep(bf[ni][0]); bf[ni][1] = prep(bf[ni][1]); }
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni) {
-      const int nn = mi & 1 ? NI - 1 - ni : ni;  // serpentine: the last B fragment is reused next row
-      mma(acc[mi][nn], af[mi], bf[nn]);
-    }
+  for (int nj = 0; nj < NI / 2; ++nj) load_b_pair(bf, sb_k, ks, nj, wn0, lane);
 }
 )";
 
@@ -411,17 +405,21 @@ __device__ __forceinline__ void mma_step(Acc (&acc)[MI][NI][4], u32 (&af)[MI][4]
     os << "    }\n    cp_async_commit();\n  }\n";
 
     if (a_async && b_async) {
-        // Both operands arrive by cp.async: the fragments are double-buffered in registers. Each k-step issues
-        // the next k-step's ldmatrix before its own mma, and the last k-step of a tile first waits for the next
-        // tile, so the ldmatrix latency hides under mma across the tile boundary too.
+        // Both operands arrive by cp.async. One set of fragment registers: each fragment is reloaded for the next
+        // k-step as soon as its last mma of this k-step has issued, so the ldmatrix latency hides under the
+        // remaining mma without a second register set (the warp tile's accumulators leave no room for one).
+        // Rows of the warp tile alternate direction over B (the last B fragment is reused first), and the last
+        // row of a k-step runs in the direction the next k-step's first row starts: the B pair it frees first
+        // is the one needed first. The last k-step of a tile waits for tile kt+1 before its last row, then
+        // loads tile kt+1's fragments.
         os << R"(
-  // main loop: fragments double-buffered; k-step ks loads k-step ks+1 (of tile kt+1 for the last one)
+  // main loop: fragments reloaded for the next k-step as each one's last mma issues
   constexpr int KS = BK / KSTEP;
-  static_assert(KS % 2 == 0, "the fragment buffers alternate within a tile");
-  u32 af[2][MI][4], bf[2][NI][2];
+  static_assert(KS % 2 == 0, "row directions repeat from tile to tile");
+  u32 af[MI][4], bf[NI][2];
   cp_async_wait<STAGES - 2>();
   __syncthreads();
-  load_fragments(af[0], bf[0], sa, sb, 0, wm0, wn0, lane);
+  load_fragments(af, bf, sa, sb, 0, wm0, wn0, lane);
   for (int kt = 0; kt < KT; ++kt) {
     // refill the slot of tile kt-1: every warp loaded its last fragments before the previous barrier
     const int pf = kt + STAGES - 1, pf_slot = pf % STAGES;
@@ -430,18 +428,30 @@ __device__ __forceinline__ void mma_step(Acc (&acc)[MI][NI][4], u32 (&af)[MI][4]
         os << load_stage("pf_slot", "pf * BK", "      ");
         os << R"(    }
     cp_async_commit();
-    const int slot = kt % STAGES, next_slot = (kt + 1) % STAGES;
+    const u32 sa_k = sa + kt % STAGES * A_STAGE_BYTES, sb_k = sb + kt % STAGES * B_STAGE_BYTES;
+    const u32 sa_n = sa + (kt + 1) % STAGES * A_STAGE_BYTES, sb_n = sb + (kt + 1) % STAGES * B_STAGE_BYTES;
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
-      int fslot = slot;
-      if (ks == KS - 1) {  // tile kt+1 must have landed (past the last tile this reads a stale slot, unused)
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        fslot = next_slot;
+      const bool last = ks == KS - 1;  // the next k-step is tile kt+1's first (a stale slot after the last tile)
+      const u32 na = last ? sa_n : sa_k, nb = last ? sb_n : sb_k;
+      const int nks = last ? 0 : ks + 1;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        if (last && mi == MI - 1) {
+          cp_async_wait<STAGES - 2>();  // tile kt+1 has landed
+          __syncthreads();
+#pragma unroll
+          for (int i = 0; i < MI - 1; ++i) load_a_fragment(af[i], na, nks, i, wm0, lane);
+        }
+        const bool reverse = (mi + ks * (MI - 1)) & 1;
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+          const int ni = reverse ? NI - 1 - j : j;
+          mma(acc[mi][ni], af[mi], bf[ni]);
+          if (mi == MI - 1 && (j & 1)) load_b_pair(bf, nb, nks, ni >> 1, wn0, lane);  // both of the pair used
+        }
+        if (!last || mi == MI - 1) load_a_fragment(af[mi], na, nks, mi, wm0, lane);
       }
-      load_fragments(af[(ks + 1) & 1], bf[(ks + 1) & 1], sa + fslot * A_STAGE_BYTES, sb + fslot * B_STAGE_BYTES,
-                     (ks + 1) % KS, wm0, wn0, lane);
-      mma_step(acc, af[ks & 1], bf[ks & 1]);
     }
   }
 )";
@@ -466,7 +476,13 @@ __device__ __forceinline__ void mma_step(Acc (&acc)[MI][NI][4], u32 (&af)[MI][4]
     for (int ks = 0; ks < BK / KSTEP; ++ks) {
       u32 af[MI][4], bf[NI][2];
       load_fragments(af, bf, sa + slot * A_STAGE_BYTES, sb + slot * B_STAGE_BYTES, ks, wm0, wn0, lane);
-      mma_step(acc, af, bf);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          const int nn = mi & 1 ? NI - 1 - ni : ni;  // serpentine: the last B fragment is reused next row
+          mma(acc[mi][nn], af[mi], bf[nn]);
+        }
     }
 )";
         // The slot pf_slot was freed by k-tile kt-1 (everyone passed this iteration's barrier).
