@@ -175,6 +175,33 @@ void emit_operand_loader(std::ostringstream& os, const Operand& o, const Problem
         const int64_t cpr = (o.smem_k_major() ? plan.bk * e : o.tile * e) / 16;
         const int64_t chunks = rows * cpr;
         const int64_t iters = ceil_div(chunks, threads);
+        // Without tails, with every thread moving the same number of chunks and a swizzle that repeats every
+        // THREADS / CPR rows, a thread's i-th chunk is its first one moved by a constant number of rows: one
+        // address pair per thread, constant offsets (immediates in the instructions) for the rest.
+        const bool row_tail = o.smem_k_major() ? tail_outer : tail_k;
+        const bool chunk_tail = o.smem_k_major() ? tail_k : tail_outer;
+        const int cpr_i = static_cast<int>(cpr);
+        const int row_step = threads / cpr_i;
+        const int shift = cpr >= 8 ? 0 : log2_exact(8 / cpr);
+        const int mask = static_cast<int>(std::min<int64_t>(cpr, 8)) - 1;
+        if (!row_tail && !chunk_tail && threads % cpr_i == 0 && chunks % threads == 0 &&
+            ((row_step >> shift) & mask) == 0 && row_step % (1 << shift) == 0) {
+            os << "// cp.async: " << chunks << " chunks of 16 bytes, " << iters << " per thread, " << row_step
+               << " rows apart\n";
+            os << "__device__ __forceinline__ void " << o.tag << "_load(u32 s, const char* g, int o0, int k0) {\n";
+            os << "  const int r = threadIdx.x / " << U << "_CPR, ch = threadIdx.x % " << U << "_CPR;\n";
+            if (o.smem_k_major())
+                os << "  const char* src = g + (i64)(o0 + r) * " << U << "_LD + (i64)k0 * E + ch * 16;  // row: " << outer
+                   << ", chunk: k\n";
+            else
+                os << "  const char* src = g + (i64)(k0 + r) * " << U << "_LD + (i64)o0 * E + ch * 16;  // row: k, chunk: "
+                   << outer << "\n";
+            os << "  const u32 dst = s + " << o.tag << "_swz(r, ch);\n";
+            os << "#pragma unroll\n  for (int i = 0; i < " << iters << "; ++i)\n";
+            os << "    cp_async16(dst + i * " << row_step << " * " << U << "_ROW_BYTES, src + i * (i64)" << row_step * o.ld_bytes
+               << ");\n}\n";
+            return;
+        }
         os << "// cp.async: " << chunks << " chunks of 16 bytes, " << iters << " per thread\n";
         os << "__device__ __forceinline__ void " << o.tag << "_load(u32 s, const char* g, int o0, int k0) {\n";
         os << "#pragma unroll\n  for (int i = 0; i < " << iters << "; ++i) {\n";
@@ -189,8 +216,6 @@ void emit_operand_loader(std::ostringstream& os, const Operand& o, const Problem
                << outer << "\n";
         }
         // Tails: rows past the matrix read nothing; a chunk straddling the end reads its valid bytes.
-        const bool row_tail = o.smem_k_major() ? tail_outer : tail_k;
-        const bool chunk_tail = o.smem_k_major() ? tail_k : tail_outer;
         if (!row_tail && !chunk_tail) {
             os << "    cp_async16(s + " << o.tag << "_swz(r, ch), src);\n";
         } else {
