@@ -419,9 +419,13 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
     if (a_vec) os << "  uint4 a_regs[A_IT];\n";
     if (b_vec) os << "  uint4 b_regs[B_IT];\n";
 
-    // Prologue: the first STAGES - 1 k-tiles in flight.
-    os << "\n  // prologue: k-tiles 0 .. STAGES-2 in flight\n";
-    os << "#pragma unroll\n  for (int s = 0; s < STAGES - 1; ++s) {\n    if (s < KT) {\n";
+    // Prologue: the first k-tiles in flight. The cp.async loop refills a slot as soon as the fragments of its
+    // tile are loaded, so every slot holds a tile in flight; the staged loop keeps one slot for the tile it
+    // stores after the mma.
+    const bool all_async = a_async && b_async;
+    os << "\n  // prologue: k-tiles 0 .. " << (all_async ? "STAGES-1" : "STAGES-2") << " in flight\n";
+    os << "#pragma unroll\n  for (int s = 0; s < " << (all_async ? "STAGES" : "STAGES - 1")
+       << "; ++s) {\n    if (s < KT) {\n";
     os << load_stage("s", "s * BK", "      ");
     if (a_vec) os << "      a_fetch(a_regs, A, m0, s * BK);\n      a_store(smem_a + s * A_STAGE_BYTES, a_regs);\n";
     if (b_vec) os << "      b_fetch(b_regs, B, n0, s * BK);\n      b_store(smem_b + s * B_STAGE_BYTES, b_regs);\n";
@@ -429,30 +433,24 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
     if (!b_async && !b_vec) os << "      b_copy(smem_b + s * B_STAGE_BYTES, B, n0, s * BK);\n";
     os << "    }\n    cp_async_commit();\n  }\n";
 
-    if (a_async && b_async) {
+    if (all_async) {
         // Both operands arrive by cp.async. One set of fragment registers: each fragment is reloaded for the next
         // k-step as soon as its last mma of this k-step has issued, so the ldmatrix latency hides under the
         // remaining mma without a second register set (the warp tile's accumulators leave no room for one).
         // Rows of the warp tile alternate direction over B (the last B fragment is reused first), and the last
         // row of a k-step runs in the direction the next k-step's first row starts: the B pair it frees first
         // is the one needed first. The last k-step of a tile waits for tile kt+1 before its last row, then
-        // loads tile kt+1's fragments.
+        // loads tile kt+1's fragments; past that barrier no warp reads tile kt, whose slot is refilled last
+        // (after the fragment loads, which the cp.async would otherwise hold back).
         os << R"(
   // main loop: fragments reloaded for the next k-step as each one's last mma issues
   constexpr int KS = BK / KSTEP;
   static_assert(KS % 2 == 0, "row directions repeat from tile to tile");
   u32 af[MI][4], bf[NI][2];
-  cp_async_wait<STAGES - 2>();
+  cp_async_wait<STAGES - 1>();
   __syncthreads();
   load_fragments(af, bf, sa, sb, 0, wm0, wn0, lane);
   for (int kt = 0; kt < KT; ++kt) {
-    // refill the slot of tile kt-1: every warp loaded its last fragments before the previous barrier
-    const int pf = kt + STAGES - 1, pf_slot = pf % STAGES;
-    if (pf < KT) {
-)";
-        os << load_stage("pf_slot", "pf * BK", "      ");
-        os << R"(    }
-    cp_async_commit();
     const u32 sa_k = sa + kt % STAGES * A_STAGE_BYTES, sb_k = sb + kt % STAGES * B_STAGE_BYTES;
     const u32 sa_n = sa + (kt + 1) % STAGES * A_STAGE_BYTES, sb_n = sb + (kt + 1) % STAGES * B_STAGE_BYTES;
 #pragma unroll
@@ -478,6 +476,13 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
         if (!last || mi == MI - 1) load_a_fragment(af[mi], na, nks, mi, wm0, lane);
       }
     }
+    // tile kt + STAGES into tile kt's slot: every warp passed the barrier after its last fragment load of tile kt
+    const int pf = kt + STAGES;
+    if (pf < KT) {
+)";
+        os << load_stage("kt % STAGES", "pf * BK", "      ");
+        os << R"(    }
+    cp_async_commit();
   }
 )";
     } else {
