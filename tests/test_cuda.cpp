@@ -925,6 +925,15 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     CHECK(pb.bm * pb.bn >= 128 * 128);
     CHECK(pb.a_path == OperandPath::cp_async);
     CHECK(pb.b_path == OperandPath::cp_async);  // 16-bit N-major: ldmatrix.trans
+    // Enough tiles for every SM: 256x128 with 128-byte K rows; fewer (2048^3): 128x128. sm_86's ~99 KB of
+    // shared memory cannot hold the 256x128 stages: 64-byte K rows there.
+    CHECK((pb.bm == 256 && pb.bn == 128 && pb.bk * 2 == 128));
+    const Case mid{2048, 2048, 2048, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    const auto pm = jitmm::plan::plan_cuda_gemm(problem_of(mid), h100);
+    CHECK((pm.bm == 128 && pm.bn == 128 && pm.bk * 2 == 64));
+    const auto p86 = jitmm::plan::plan_cuda_gemm(problem_of(big), a10);
+    CHECK(p86.smem_bytes(2) <= a10.smem_per_block_optin);
+    CHECK(p86.bk * 2 == 64);
 
     Case tf32 = big;
     tf32.in = tf32.out = JITMM_DTYPE_F32;
