@@ -931,6 +931,11 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     const Case mid{2048, 2048, 2048, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     const auto pm = jitmm::plan::plan_cuda_gemm(problem_of(mid), h100);
     CHECK((pm.bm == 128 && pm.bn == 128 && pm.bk * 2 == 64));
+    // The tuning knob gives K rows in bytes, whatever the planner's own choice was.
+    setenv("JITMM_CUDA_TILE", "tiled:128x128x2x2x4x64", 1);
+    const auto pk = jitmm::plan::plan_cuda_gemm(problem_of(big), h100);
+    unsetenv("JITMM_CUDA_TILE");
+    CHECK((pk.bm == 128 && pk.bk * 2 == 64 && pk.stages == 4));
     const auto p86 = jitmm::plan::plan_cuda_gemm(problem_of(big), a10);
     CHECK(p86.smem_bytes(2) <= a10.smem_per_block_optin);
     CHECK(p86.bk * 2 == 64);

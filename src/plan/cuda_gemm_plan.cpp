@@ -64,7 +64,7 @@ OperandPath operand_path(bool k_major, int64_t ld, int64_t stride, int64_t batch
 // or 128 bytes; blocks per SM the launch bounds ask the registers to allow, 1..4),
 // "skinny:NTxKWxU" or "gemv:WARPSxSTAGESxSEGMENT_BYTESxBLOCKS_PER_SM".
 // Applied where it fits the problem; part of the key like any plan.
-bool apply_override(CudaGemmPlan& plan) {
+bool apply_override(CudaGemmPlan& plan, int64_t element_bytes) {
     const char* text = std::getenv("JITMM_CUDA_TILE");
     if (text == nullptr || *text == '\0') return false;
     int v[7] = {0, 0, 0, 0, 0, 64, 1};
@@ -80,7 +80,7 @@ bool apply_override(CudaGemmPlan& plan) {
         plan.warps_m = v[2];
         plan.warps_n = v[3];
         plan.stages = v[4];
-        plan.bk = v[5] / (plan.bk > 0 ? 64 / plan.bk : 1);  // bytes -> elements (plan.bk holds 64 bytes)
+        plan.bk = static_cast<int>(v[5] / element_bytes);
         plan.min_blocks_per_sm = v[6];
         return true;
     }
@@ -271,7 +271,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
         plan.c_pairs = false;
         plan.bm = plan.bn = plan.bk = 0;
         plan.warps_m = plan.warps_n = plan.stages = plan.group_m = 0;
-        apply_override(plan);
+        apply_override(plan, e);
         if (plan.family == CudaKernelFamily::gemv && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin)
             fail(JITMM_STATUS_INVALID_VALUE, "JITMM_CUDA_TILE: the gemv recipe needs more shared memory than a block has");
         return plan;
@@ -292,7 +292,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
         plan.c_pairs = false;
         plan.bm = plan.bn = plan.bk = 0;
         plan.warps_m = plan.warps_n = plan.stages = plan.group_m = 0;
-        apply_override(plan);
+        apply_override(plan, e);
         if (plan.skinny_warps > 8) plan.min_blocks_per_sm = 1;
         return plan;
     }
@@ -340,7 +340,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
     plan.min_blocks_per_sm = 1;
     plan.group_m = 8;
     plan.c_pairs = aligned_pointers && p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0);
-    apply_override(plan);
+    apply_override(plan, e);
     // The shared tile must fit (the override may ask for more than the chip has).
     if (plan.smem_bytes(static_cast<int>(e)) > target.smem_per_block_optin)
         fail(JITMM_STATUS_INVALID_VALUE, "cuda: tile " + plan.describe() + " needs " +
