@@ -92,9 +92,10 @@ int bench_main(int argc, char** argv) {
     if (options.json) {
         std::printf("[\n");
     } else {
-        std::printf("jitmm %s, jitmm-bench: %zu shape(s), device %s, %d thread(s), min %d runs and %.0f ms per shape\n",
+        std::printf("jitmm %s, jitmm-bench: %zu shape(s), device %s, %d thread(s), min %d runs and %.0f ms per shape%s\n",
                     jitmm_version_string(), options.shapes.size(), options.device.c_str(), threads,
-                    options.timing.repeats, options.timing.min_time_s * 1e3);
+                    options.timing.repeats, options.timing.min_time_s * 1e3,
+                    options.timing.back_to_back ? ", device calls timed back to back in batches of 20" : "");
         table.header();
     }
     std::fflush(stdout);

@@ -88,6 +88,17 @@ Timing time_on_stream(CUstream stream, const TimingPolicy& policy, const std::fu
     int64_t index = 3;
     while ((static_cast<int>(samples.size()) < std::max(policy.repeats, kBatch) || total_s < policy.min_time_s) &&
            samples.size() < 20000) {
+        if (policy.back_to_back) {
+            cuda::check(drv.cuEventRecord(events[0], stream), "cuEventRecord");
+            for (int i = 0; i < kBatch; ++i) run(index++);
+            cuda::check(drv.cuEventRecord(events[1], stream), "cuEventRecord");
+            cuda::check(drv.cuEventSynchronize(events[1]), "cuEventSynchronize");
+            float ms = 0;
+            cuda::check(drv.cuEventElapsedTime(&ms, events[0], events[1]), "cuEventElapsedTime");
+            samples.push_back(ms * 1e-3 / kBatch);
+            total_s += ms * 1e-3;
+            continue;
+        }
         for (int i = 0; i < kBatch; ++i) {
             cuda::check(drv.cuEventRecord(events[2 * i], stream), "cuEventRecord");
             run(index++);

@@ -49,6 +49,9 @@ const char* kUsage =
     "                             and %peak use the same count\n"
     "  --repeats R                at least R timed runs (default 5)\n"
     "  --min-time-ms T            and at least T ms of timed runs (default 200)\n"
+    "  --back-to-back             device runs: one event pair around each batch of 20 calls, the time per\n"
+    "                             call of the batch (a decode step's layers run so); default: an event pair\n"
+    "                             around each call\n"
     "  --check                    compare with a float64 reference (exit 1 past the bound)\n"
     "  --tune                     first time the planner's candidate recipes for each shape (jitmm_tune) and\n"
     "                             keep the fastest in the tuning store beside the kernel cache, which this\n"
@@ -272,6 +275,9 @@ Options parse_args(int argc, char** argv) {
             o.timing.repeats = static_cast<int>(std::min<int64_t>(parse_int_arg(flag, take(), 1), 1 << 30));
         } else if (flag == "--min-time-ms") {
             o.timing.min_time_s = static_cast<double>(parse_int_arg(flag, take(), 0)) / 1000.0;
+        } else if (flag == "--back-to-back") {
+            no_value();
+            o.timing.back_to_back = true;
         } else if (flag == "--tune") {
             no_value();
             o.tune = true;

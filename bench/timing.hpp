@@ -23,6 +23,10 @@ double median(std::vector<double> values);
 struct TimingPolicy {
     int repeats = 5;
     double min_time_s = 0.2;
+    // Device runs only: time batches of calls launched back to back between one event pair (a sample is the
+    // batch's time per call: the throughput a sequence of layers sees) instead of each call between its own
+    // pair (its latency, launch included).
+    bool back_to_back = false;
 };
 
 struct Timing {
