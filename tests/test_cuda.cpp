@@ -1165,6 +1165,41 @@ TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "
     run_cases(gemv_cases(shapes, std::vector<DtypePair>(std::begin(kDtypes), std::end(kDtypes)), true));
 }
 
+// The SM80 family's large-shape recipes (256x128 with 8 warps and 128-byte K rows, 128x128 with 128-byte and
+// with 64-byte K rows), forced by the tuning knob onto shapes with tails of M, N and K in every operand
+// layout, every input type, batches, padded rows and an epilogue. With JITMM_CUDA_SM90=0 so that a Hopper GPU
+// runs them too (it would take the wgmma kernel); on an SM80-family GPU that is the default anyway.
+TEST_CASE("cuda: SM80 large-shape tile recipes on tails, layouts and types", "[cuda]") {
+    const char* recipes[] = {"tiled:256x128x4x2x3x128", "tiled:128x128x2x2x3x128x2", "tiled:128x128x2x2x4x64x2"};
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{300, 270, 333, 1}, {257, 129, 1000, 2}, {513, 300, 700, 1}, {64, 520, 4104, 1}};
+    setenv("JITMM_CUDA_SM90", "0", 1);
+    for (const char* recipe : recipes) {
+        INFO("recipe " << recipe);
+        setenv("JITMM_CUDA_TILE", recipe, 1);
+        std::vector<Case> cases;
+        size_t i = 0;
+        for (const DtypePair& d : kDtypes)
+            for (int layout = 0; layout < 4; ++layout, ++i) {
+                const Shape& sh = shapes[i % std::size(shapes)];
+                Case c{sh.m, sh.n, sh.k, sh.batch, (layout & 2) != 0, (layout & 1) != 0, d.in, d.out};
+                c.lda_pad = i % 3 == 1 ? 16 : 0;  // rows still 16-byte aligned: the cp.async path
+                c.ldc_pad = i % 2;
+                if (i % 5 == 3) {
+                    c.bias = BiasKind::per_column;
+                    c.act = Activation::gelu_tanh;
+                    c.alpha = 0.5f, c.beta = -1.0f;
+                }
+                cases.push_back(c);
+            }
+        run_cases(cases);
+    }
+    unsetenv("JITMM_CUDA_TILE");
+    unsetenv("JITMM_CUDA_SM90");
+}
+
 // The decode kernel's variant for a 16-bit B stored K x N (64 columns a CTA, k-rows through the ring,
 // ldmatrix.trans): both 16-bit types and outputs, M across one and two 8-row tiles, N and K tails (N not a
 // multiple of 8 columns: a partial last chunk per row), fewer stages than warps, batches, ld > width,
