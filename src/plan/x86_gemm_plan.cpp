@@ -42,6 +42,10 @@ constexpr double kMinBytesPerThread = 256.0 * 1024;
 
 // Packed A shared by the tasks of a call (2048x4096 fits, 4096x4096 does not).
 constexpr int64_t kMaxSharedABytes = 48ll << 20;
+// One thread keeps a larger A packed for all its N blocks: repacked per N block instead, 4096^3 copies A 8 times
+// (paired against the FMA peak on one core, shared -> +3.3% and +4.8%; 2048x4096x11008, 93 MB, +1.5%). Measured
+// at one thread only, so several threads keep kMaxSharedABytes.
+constexpr int64_t kMaxSharedABytesOneThread = 128ll << 20;
 
 // A K-split part covers at least this much of K (its partial tile costs a store and a reload).
 constexpr int64_t kMinSplitK = 512;
@@ -282,14 +286,14 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.b_from_memory = b_streams_from_memory;
         in.threads = threads;
         // Shared packed A tiles are read back from L3 by the tasks, and their buffer stays with the calling
-        // thread for its next calls: at most a quarter of L3 and kMaxSharedABytes of them. One thread shares
+        // thread for its next calls: at most a quarter of L3 and the cap above of them. One thread shares
         // them between its N blocks (A packed once instead of once per N block: 1 thread, medians of 3
         // alternating, 1024^3 166 -> 180 GFLOP/s, 2048^3 169 -> 179, 128x11008x4096 138 -> 143).
         const int64_t l3 = cpu.l3_bytes > 0 ? cpu.l3_bytes : 32 * 1024 * 1024;
         const double shared_a_bytes = 4.0 * double(p.batch) * double(round_up(p.m, L.mr)) *
                                       double(round_up(p.k, 16) + 16 * ceil_div(p.k, plan.kc));
-        in.a_shareable = plan.pack_a &&
-                         shared_a_bytes <= std::min<double>(double(l3) / 4, double(kMaxSharedABytes));
+        const int64_t shared_a_cap = threads == 1 ? kMaxSharedABytesOneThread : kMaxSharedABytes;
+        in.a_shareable = plan.pack_a && shared_a_bytes <= std::min<double>(double(l3) / 4, double(shared_a_cap));
         const Partition part = choose_partition(in);
         plan.m_chunks = part.m_chunks;
         plan.n_chunks = part.n_chunks;
