@@ -298,6 +298,11 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         plan.m_chunks = part.m_chunks;
         plan.n_chunks = part.n_chunks;
         plan.share_a = part.share_a;
+        // One thread reads the shared copy back from L3 in each later N block, which the model prices too low
+        // against packing A again from L2-prefetched rows: with two N blocks that loses (1024^3, paired against
+        // the FMA peak on one core, three runs: unshared +2.3%, +3.0%, +2.9%); four tie (2048^3: +1.0%, -0.6%);
+        // eight win (4096^3: shared +3.3%, +4.8%).
+        if (threads == 1 && ceil_div(p.n, plan.nc) <= 2) plan.share_a = false;
         if (const char* v = std::getenv("JITMM_X86_SHARE_A")) plan.share_a = plan.pack_a && std::atoi(v) != 0;
         // JITMM_X86_SPLIT=MxN forces the chunks of a batch (tuning knob; clamped to the tiles).
         if (const char* forced = std::getenv("JITMM_X86_SPLIT")) {
