@@ -288,7 +288,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         // Shared packed A tiles are read back from L3 by the tasks, and their buffer stays with the calling
         // thread for its next calls: at most a quarter of L3 and the cap above of them. One thread shares
         // them between its N blocks (A packed once instead of once per N block: 1 thread, medians of 3
-        // alternating, 1024^3 166 -> 180 GFLOP/s, 2048^3 169 -> 179, 128x11008x4096 138 -> 143).
+        // alternating, 1024^3 166 -> 180 GFLOP/s, 2048^3 169 -> 179, 128x11008x4096 138 -> 143; measured
+        // since against the FMA loop run just before each call, 1024^3 loses: see below).
         const int64_t l3 = cpu.l3_bytes > 0 ? cpu.l3_bytes : 32 * 1024 * 1024;
         const double shared_a_bytes = 4.0 * double(p.batch) * double(round_up(p.m, L.mr)) *
                                       double(round_up(p.k, 16) + 16 * ceil_div(p.k, plan.kc));
