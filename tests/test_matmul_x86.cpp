@@ -655,8 +655,20 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
         INFO(plan.describe());
         CHECK((plan.share_a || plan.m_chunks > 1));
         CHECK(plan.m_chunks * plan.n_chunks <= 16);
-        // One thread shares A between its N blocks: 1024^3 has two of 512 columns; 512^3 only one.
-        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(s, s, s, false, false), cpu, isa, 1).share_a == (s > 512));
+        // One thread shares A between its N blocks where it has more than two: 512^3 has one of 512 columns,
+        // 1024^3 two (2048^3, four, below).
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(s, s, s, false, false), cpu, isa, 1).share_a);
+    }
+    {
+        // With a large L3, one thread keeps even 4096^3's packed A (69 MB) for all its N blocks; several threads
+        // share at most 48 MB of it.
+        jitmm::hw::CpuInfo big_l3 = cpu;
+        big_l3.l3_bytes = 480ll << 20;
+        const jitmm::Problem big = plain_problem(4096, 4096, 4096, false, false);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(big, big_l3, isa, 1).share_a);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(2048, 2048, 2048, false, false), big_l3, isa, 1).share_a);
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(big, big_l3, isa, 2).share_a);
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(big, cpu, isa, 1).share_a);  // 32 MB L3 assumed: too small
     }
     // Decode-like rows stream B: split over N only.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 4096, 11008, false, false), cpu, isa, 16).m_chunks == 1);

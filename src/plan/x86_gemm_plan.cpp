@@ -42,6 +42,10 @@ constexpr double kMinBytesPerThread = 256.0 * 1024;
 
 // Packed A shared by the tasks of a call (2048x4096 fits, 4096x4096 does not).
 constexpr int64_t kMaxSharedABytes = 48ll << 20;
+// One thread keeps a larger A packed for all its N blocks: repacked per N block instead, 4096^3 copies A 8 times
+// (paired against the FMA peak on one core, shared -> +3.3% and +4.8%; 2048x4096x11008, 93 MB, +1.5%). Measured
+// at one thread only, so several threads keep kMaxSharedABytes.
+constexpr int64_t kMaxSharedABytesOneThread = 128ll << 20;
 
 // A K-split part covers at least this much of K (its partial tile costs a store and a reload).
 constexpr int64_t kMinSplitK = 512;
@@ -282,18 +286,24 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.b_from_memory = b_streams_from_memory;
         in.threads = threads;
         // Shared packed A tiles are read back from L3 by the tasks, and their buffer stays with the calling
-        // thread for its next calls: at most a quarter of L3 and kMaxSharedABytes of them. One thread shares
+        // thread for its next calls: at most a quarter of L3 and the cap above of them. One thread shares
         // them between its N blocks (A packed once instead of once per N block: 1 thread, medians of 3
-        // alternating, 1024^3 166 -> 180 GFLOP/s, 2048^3 169 -> 179, 128x11008x4096 138 -> 143).
+        // alternating, 1024^3 166 -> 180 GFLOP/s, 2048^3 169 -> 179, 128x11008x4096 138 -> 143; measured
+        // since against the FMA loop run just before each call, 1024^3 loses: see below).
         const int64_t l3 = cpu.l3_bytes > 0 ? cpu.l3_bytes : 32 * 1024 * 1024;
         const double shared_a_bytes = 4.0 * double(p.batch) * double(round_up(p.m, L.mr)) *
                                       double(round_up(p.k, 16) + 16 * ceil_div(p.k, plan.kc));
-        in.a_shareable = plan.pack_a &&
-                         shared_a_bytes <= std::min<double>(double(l3) / 4, double(kMaxSharedABytes));
+        const int64_t shared_a_cap = threads == 1 ? kMaxSharedABytesOneThread : kMaxSharedABytes;
+        in.a_shareable = plan.pack_a && shared_a_bytes <= std::min<double>(double(l3) / 4, double(shared_a_cap));
         const Partition part = choose_partition(in);
         plan.m_chunks = part.m_chunks;
         plan.n_chunks = part.n_chunks;
         plan.share_a = part.share_a;
+        // One thread reads the shared copy back from L3 in each later N block, which the model prices too low
+        // against packing A again from L2-prefetched rows: with two N blocks that loses (1024^3, paired against
+        // the FMA peak on one core, three runs: unshared +2.3%, +3.0%, +2.9%); four tie (2048^3: +1.0%, -0.6%);
+        // eight win (4096^3: shared +3.3%, +4.8%).
+        if (threads == 1 && ceil_div(p.n, plan.nc) <= 2) plan.share_a = false;
         if (const char* v = std::getenv("JITMM_X86_SHARE_A")) plan.share_a = plan.pack_a && std::atoi(v) != 0;
         // JITMM_X86_SPLIT=MxN forces the chunks of a batch (tuning knob; clamped to the tiles).
         if (const char* forced = std::getenv("JITMM_X86_SPLIT")) {
