@@ -91,15 +91,24 @@ bool avx_vnni_usable(const hw::CpuInfo& cpu, hw::X86Isa isa) {
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
-        // Tiny products (up to 32 x 32 x 32) finish sooner on VNNI than the AMX tile configuration takes.
-        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 32.0 * 32 * 32;
+        // Tiny products finish sooner on VNNI than the AMX tile configuration takes: up to 32 x 32 x 32 for a
+        // u8 A, up to 16 x 16 x 16 for an s8 A (VNNI adds its +128 shift and the column compensation). 1 thread,
+        // TSC per C API call, VNNI -> AMX: s8 16^3 283-306 -> 422-476, 23^3 664-675 -> 517-563, 32^3 671-697 ->
+        // 541-559; u8 32^3 381-400 -> 547-578.
+        const double tiny_mnk = p.a_type == JITMM_DTYPE_S8 ? 16.0 * 16 * 16 : 32.0 * 32 * 32;
+        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= tiny_mnk;
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8)) return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
         if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm
         return LowpStep::madd_s16;
     }
     if (p.a_type == JITMM_DTYPE_BF16) {
-        if (isa >= hw::X86Isa::amx) return LowpStep::amx_bf16;
+        // Tiny products (up to 16 x 16 x 16) finish on vdpbf16ps before AMX has loaded its tile configuration
+        // (ldtilecfg alone ~130 TSC): 1 thread, TSC per C API call, AMX -> vdpbf16ps: 8^3 453 -> 274,
+        // 16^3 519 -> 369; 23^3 598 -> 1216 stays AMX.
+        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 16.0 * 16 * 16;
+        if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;
+        if (isa >= hw::X86Isa::amx) return LowpStep::dot_bf16;
         // vdpbf16ps multiplies two pairs per lane but issues at a quarter of the FMA rate on the chips
         // measured (Sapphire Rapids class: 107 GFLOP/s against 214 for f32 FMAs, 172 reached by fma_f32 on
         // converted panels), so the converted path is the default; JITMM_X86_BF16_DOT=1 picks vdpbf16ps.

@@ -424,20 +424,12 @@ __attribute__((target("avx2"))) void pack_b_cols_dwords(const uint8_t* b, int64_
         for (int c = 0; c < cols; ++c) std::memcpy(panel + kg * nr + c, b + c * ldb_bytes + kg * 4, 4);
 }
 
-// JITMM_X86_PACK_VBMI=0 takes the AVX2 / vpermt2w packers (read per call: tests cover both on one chip).
-bool pack_vbmi_enabled() {
-    static const bool has = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512vbmi") != 0;
-    }();
-    const char* env = std::getenv("JITMM_X86_PACK_VBMI");
-    return has && (env == nullptr || env[0] != '0');
-}
 
 // The fast paths: the packed element is the stored one (no conversion) and the panel width is whole 16-column
 // vectors. Returns false when the generic path has to do it.
 bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
-                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* out, int32_t* colsum) {
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* out, int32_t* colsum,
+                 bool vbmi_allowed) {
     const bool bytes = step == LowpStep::amx_int8 || step == LowpStep::vnni_u8s8;
     const bool halves = step == LowpStep::amx_bf16 || step == LowpStep::dot_bf16;
     if ((!bytes && !halves) || nr % 16 != 0) return false;
@@ -445,14 +437,17 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     const int64_t esz = bytes ? 1 : 2;
     static const bool masked = hw::cpu_info().avx512bw && hw::cpu_info().avx512vl;
     // The byte permutes: AVX512-VBMI (Ice Lake, Sapphire Rapids and later), on a chip whose OS keeps zmm state.
-    const bool vbmi = masked && pack_vbmi_enabled();
+    const bool vbmi = masked && vbmi_allowed;
     const bool b_signed = b_type == JITMM_DTYPE_S8;
     const int64_t panel_bytes = groups * nr * 4;
     if (!trans_b) {
         // Row-major B: K in slices of 16 rows, every panel per slice, so that B's rows are read along their
         // length by few enough streams for the prefetchers (a panel at a time over all of K touches a new
         // page on every row; 64-row slices measured 2x slower than 16-row ones on wide B).
-        const int64_t kSlice = std::max(1, 16 / g);
+        // A B that fits in L1 (the tiny calls) goes panel by panel over all of K: one packer call per panel
+        // instead of one per slice (64^3 int8: 2 calls, not 8).
+        const bool tiny = k_len * width * esz <= 32 * 1024;
+        const int64_t kSlice = tiny ? groups : std::max(1, 16 / g);
         for (int64_t s0 = 0; s0 < groups; s0 += kSlice) {
             const int64_t slice = std::min(kSlice, groups - s0);
             for (int64_t p = 0; p < ceil_div(width, nr); ++p) {
@@ -530,22 +525,26 @@ bool pack_b_widened(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ld
     return true;
 }
 
-// Rows copied as they are (no conversion) and zero padded to padded_bytes, 64 bytes per instruction: the row's
-// last part by one masked load (the bytes past the row are neither read nor faulted on), the padding by plain
-// stores. memcpy + memset per row cost ~10 cycles a row on 48-byte rows (most of an AMX 48^3 call's A packing).
+// Rows copied (bytes xor `flip`: 0 as they are, 0x80 an s8 A shifted to u8 for vpdpbusd) and zero padded to
+// padded_bytes, 64 bytes per instruction: the row's last part by one masked load (the bytes past the row are
+// neither read nor faulted on, and stay zero), the padding by plain stores. memcpy + memset per row cost ~10
+// cycles a row on 48-byte rows (most of an AMX 48^3 call's A packing); the scalar +128 loop was a fifth of a
+// 32^3 s8 call.
 __attribute__((target("avx512f,avx512bw"))) void copy_rows_padded(const uint8_t* src, int64_t src_stride,
                                                                   uint8_t* dst, int64_t dst_stride, int rows,
-                                                                  int64_t bytes, int64_t padded_bytes) {
+                                                                  int64_t bytes, int64_t padded_bytes, uint8_t flip) {
     const int64_t whole = bytes / 64 * 64;
     const int64_t rest = bytes - whole;
     const __mmask64 rest_mask = rest == 0 ? 0 : (~uint64_t(0) >> (64 - rest));
+    const __m512i flips = _mm512_set1_epi8(static_cast<char>(flip));
+    const __m512i rest_flips = _mm512_maskz_mov_epi8(rest_mask, flips);
     for (int r = 0; r < rows; ++r) {
         const uint8_t* s = src + r * src_stride;
         uint8_t* d = dst + r * dst_stride;
         int64_t x = 0;
-        for (; x < whole; x += 64) _mm512_storeu_si512(d + x, _mm512_loadu_si512(s + x));
+        for (; x < whole; x += 64) _mm512_storeu_si512(d + x, _mm512_xor_si512(_mm512_loadu_si512(s + x), flips));
         if (x < padded_bytes) {
-            const __m512i v = _mm512_maskz_loadu_epi8(rest_mask, s + x);
+            const __m512i v = _mm512_xor_si512(_mm512_maskz_loadu_epi8(rest_mask, s + x), rest_flips);
             if (padded_bytes - x >= 64) _mm512_storeu_si512(d + x, v);
             else _mm512_mask_storeu_epi8(d + x, ~uint64_t(0) >> (64 - (padded_bytes - x)), v);
             x += 64;
@@ -558,9 +557,19 @@ __attribute__((target("avx512f,avx512bw"))) void copy_rows_padded(const uint8_t*
 
 }  // namespace
 
+bool pack_vbmi_allowed() {
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512vbmi") != 0;
+    }();
+    const char* env = std::getenv("JITMM_X86_PACK_VBMI");
+    return has && (env == nullptr || env[0] != '0');
+}
+
 void pack_b_lowp(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
-                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum) {
-    if (pack_b_fast(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels, colsum)) return;
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum,
+                 bool vbmi) {
+    if (pack_b_fast(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels, colsum, vbmi)) return;
     if (pack_b_widened(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels)) return;
     const int g = plan::step_group(step);
     const bool s8 = b_type == JITMM_DTYPE_S8;
@@ -587,13 +596,16 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
         return;
     }
     const bool s8 = a_type == JITMM_DTYPE_S8;
-    // A as stored, for the AVX-512 steps (AMX, vdpbf16ps): whole 64-byte rows and a masked tail.
-    const bool as_stored = step == LowpStep::amx_int8 || step == LowpStep::amx_bf16 || step == LowpStep::dot_bf16;
+    // A as stored, for the AVX-512 steps (AMX, vdpbf16ps, VNNI), or an s8 A flipped to u8 for VNNI: whole
+    // 64-byte rows and a masked tail.
+    const bool as_stored = step == LowpStep::amx_int8 || step == LowpStep::amx_bf16 || step == LowpStep::dot_bf16 ||
+                           step == LowpStep::vnni_u8s8;
     static const bool bw = hw::cpu_info().avx512bw;
     if (as_stored && !trans_a && bw) {
         const int64_t esz = dtype_size(a_type);
+        const uint8_t flip = step == LowpStep::vnni_u8s8 && s8 ? 0x80 : 0;
         copy_rows_padded(static_cast<const uint8_t*>(a) + (i0 * lda + k0) * esz, lda * esz,
-                         static_cast<uint8_t*>(panel), panel_ld * esz, rows, k_len * esz, k_padded * esz);
+                         static_cast<uint8_t*>(panel), panel_ld * esz, rows, k_len * esz, k_padded * esz, flip);
         return;
     }
     auto run = [&](auto conv) {
