@@ -1239,7 +1239,7 @@ TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86
     unsetenv("JITMM_X86_BF16_DOT");
 }
 
-TEST_CASE("x86 lowp: small calls (one block of each) over shapes 1-64, layouts and epilogues at every tier",
+TEST_CASE("x86 lowp: small calls (one block of each) over shapes 1-64, layouts and epilogues at every tier, and short AMX K steps",
           "[x86][lowp]") {
     // The small path (GemmLowpKernel::run_small): one K block, one N and M block, one thread, batch 1. Fresh
     // random inputs and poisoned C per case; odd and tile-sized extents, ld pads (A rows misaligned for AMX,
@@ -1294,6 +1294,27 @@ TEST_CASE("x86 lowp: small calls (one block of each) over shapes 1-64, layouts a
                     if (c.a == JITMM_DTYPE_U8 && it % 2 == 0) c.zero_point = 3 + it % 100;
                     check_case(e.e, c, rng);
                 }
+            }
+        }
+    }
+    // K of one short AMX step (under 64 bytes, whole dwords: the tiles read just K's bytes) on the blocked path
+    // too: more rows than one M block, threads, ld pads that misalign the rows.
+    if (best >= X86Isa::amx) {
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine("amx", threads)};
+            const int64_t ks[] = {4, 16, 32, 48, 60, 8, 24, 30};
+            for (int it = 0; it < 8; ++it) {
+                INFO("short K, threads " << threads << " it " << it);
+                Case c;
+                c.a = it % 3 == 2 ? JITMM_DTYPE_BF16 : it % 2 ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
+                c.b = c.a == JITMM_DTYPE_BF16 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_S8;
+                c.c = c.a == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                c.m = 500 + 97 * it;  // past one M block: the blocked path (run_chunk)
+                c.n = 100 + 45 * it;
+                c.k = c.a == JITMM_DTYPE_BF16 ? ks[it] / 2 : ks[it];
+                c.lda_pad = it % 2 ? 0 : 4;
+                c.tb = it % 4 == 3;
+                check_case(e.e, c, rng);
             }
         }
     }

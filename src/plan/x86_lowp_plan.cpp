@@ -467,14 +467,20 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // (AMX: within a 64-byte step, since a tile row is read whole), displacements within 32 bits.
     const int64_t k_multiple = amx ? kc_unit : g;
     const int64_t a_row_bytes = p.lda * dtype_size(p.a_type);
-    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || p.k % k_multiple != 0 ||
+    // AMX with all of K one short step (fewer than 64 bytes, whole dwords: amx_k_bytes): the tiles read just
+    // K's bytes of each row, so A can be read in place at any row stride (the small path does; run_chunk still
+    // packs an A whose rows are not 64-byte aligned). 1 thread, TSC per C API call, packed -> in place: s8 32^3
+    // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754.
+    const bool amx_short_k = amx && p.k * esz < kAmxStepBytes && (p.k * esz) % 4 == 0;
+    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || (p.k % k_multiple != 0 && !amx_short_k) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
     // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
     // rows one line apart, which spreads them over every set; a stride that already spreads them (short rows,
     // e.g. 256 bf16 columns: 4 lines per set) is read in place and saves the copy (13% of a 256^3 call).
-    if (amx && (a_row_bytes % 64 != 0 ||
-                a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet))
+    if (amx && !amx_short_k &&
+        (a_row_bytes % 64 != 0 ||
+         a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet))
         plan.pack_a = true;
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned

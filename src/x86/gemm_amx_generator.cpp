@@ -38,7 +38,10 @@ public:
     // Palette 1: bytes per row at 16 + 2t, rows at 48 + t. Tiles a variant does not use keep the full 16 x 64
     // byte shape, so that a tail of exactly 16 rows or columns (one tile fewer) has the full tile's bytes and
     // shares its stub: the driver then switches between them without another ldtilecfg.
-    static std::array<uint8_t, 64> config_bytes(int rows, int cols) {
+    // k_bytes: the bytes of K one A tile row holds, 64, or less where the whole K is one short step (a call of
+    // one K block shorter than 64 bytes, a multiple of 4): the A tiles then read k_bytes of each row (an A with
+    // rows of 32 or 48 bytes is read in place, no copy to zero pad it) and the B tiles k_bytes / 4 k groups.
+    static std::array<uint8_t, 64> config_bytes(int rows, int cols, int k_bytes) {
         std::array<uint8_t, 64> cfg = {};
         cfg[0] = 1;
         auto set = [&](int tile, int tile_rows, int bytes) {
@@ -47,18 +50,23 @@ public:
             cfg[48 + tile] = static_cast<uint8_t>(tile_rows);
         };
         for (int t = 0; t < 8; ++t) set(t, kTile, kStepBytes);
+        for (int i = 0; i < 2; ++i) {  // the K step's shape even in unused A and B tiles: tails still share
+            set(a_tile(i).getIdx(), kTile, k_bytes);
+            set(b_tile(i).getIdx(), k_bytes / 4, kStepBytes);
+        }
         const int tm = rows > kTile ? 2 : 1, tn = cols > kTile ? 2 : 1;
         for (int i = 0; i < tm; ++i) {
             const int r = std::min(kTile, rows - kTile * i);
-            set(a_tile(i).getIdx(), r, kStepBytes);
+            set(a_tile(i).getIdx(), r, k_bytes);
             for (int j = 0; j < tn; ++j) set(c_tile(i, j).getIdx(), r, std::min(kTile, cols - kTile * j) * 4);
         }
-        for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), kTile, std::min(kTile, cols - kTile * j) * 4);
+        for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), k_bytes / 4, std::min(kTile, cols - kTile * j) * 4);
         return cfg;
     }
 
     size_t emit_config_stub(const LowpVariant& v) {
-        const auto bytes = config_bytes(v.rows, v.cols);
+        // The short step only for a call of one K block (a K block tail keeps the full tiles: no switch).
+        const auto bytes = config_bytes(v.rows, v.cols, v.first && v.last ? amx_k_bytes(L_, v.k_len) : kStepBytes);
         for (const auto& c : configs_)
             if (c.bytes == bytes) return c.entry;
         configs_.emplace_back();
@@ -371,6 +379,11 @@ private:
 };
 
 }  // namespace
+
+int amx_k_bytes(const plan::LowpLayout& L, int64_t k_len) {
+    const int64_t bytes = k_len * plan::step_elem_bytes(L.step);
+    return bytes < kStepBytes && bytes % 4 == 0 ? static_cast<int>(bytes) : kStepBytes;
+}
 
 bool amx_direct_store(const plan::LowpLayout& L) {
     if (L.swap_ab) return false;  // the block is C^T
