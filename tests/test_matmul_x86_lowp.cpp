@@ -1239,7 +1239,7 @@ TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86
     unsetenv("JITMM_X86_BF16_DOT");
 }
 
-TEST_CASE("x86 lowp: small calls (one block of each) over shapes 1-64, layouts and epilogues at every tier, and short AMX K steps",
+TEST_CASE("x86 lowp: small calls (one block each) over shapes 1-64 at every tier, and short AMX K steps",
           "[x86][lowp]") {
     // The small path (GemmLowpKernel::run_small): one K block, one N and M block, one thread, batch 1. Fresh
     // random inputs and poisoned C per case; odd and tile-sized extents, ld pads (A rows misaligned for AMX,

@@ -439,8 +439,9 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale) const {
         const bool row_tail = ir + mr > p_.m;
         const uint8_t* a_tile;
         if (pack_a) {
-            pack_a_lowp(L.step, p_.a_type, a, p_.lda, p_.trans_a, ir, static_cast<int>(std::min<int64_t>(mr, p_.m - ir)),
-                        0, p_.k, groups * g, plan_.a_panel_ld, a_panel);
+            pack_a_lowp(L.step, p_.a_type, a, p_.lda, p_.trans_a, ir,
+                        static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), 0, p_.k, groups * g, plan_.a_panel_ld,
+                        a_panel);
             a_tile = a_panel;
             call.a_stride = plan_.a_panel_ld * esz;
         } else {

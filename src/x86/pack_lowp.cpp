@@ -202,7 +202,7 @@ __attribute__((target("avx2"))) inline __m256i load_partial(const void* src, int
 
 __attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ldb, int64_t k_len, int cols, int nr,
                                                     int64_t groups, uint8_t* panel, int32_t* colsum, bool b_signed,
-                                                    bool masked) {
+                                                    bool masked, bool prefetch) {
     alignas(32) uint8_t row_copy[4][32];
     // Groups wholly past k_len are zero: written at once.
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
@@ -221,7 +221,8 @@ __attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ld
                     r[e] = _mm256_setzero_si256();
                 } else if (width == 32) {
                     r[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k * ldb + c0));
-                    _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
+                    if (prefetch)
+                        _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
                 } else {
                     r[e] = load_partial(b + k * ldb + c0, width, row_copy[e], masked);
                 }
@@ -249,7 +250,7 @@ __attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ld
 
 // Row-major 16-bit B, k groups of 2: 16 columns at a time, two rows interleaved into column pairs.
 __attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t ldb, int64_t k_len, int cols, int nr,
-                                                    int64_t groups, uint16_t* panel, bool masked) {
+                                                    int64_t groups, uint16_t* panel, bool masked, bool prefetch) {
     alignas(32) uint8_t row_copy[2][32];
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
     if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
@@ -264,7 +265,8 @@ __attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t l
                     r[e] = _mm256_setzero_si256();
                 } else if (width == 16) {
                     r[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k * ldb + c0));
-                    _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
+                    if (prefetch)
+                        _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
                 } else {
                     r[e] = load_partial(b + k * ldb + c0, 2 * width, row_copy[e], masked);
                 }
@@ -281,7 +283,7 @@ __attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t l
 // The same with AVX-512 (BW): 32 columns per step, two word permutes instead of unpacks and lane fixes.
 __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16_t* b, int64_t ldb, int64_t k_len,
                                                                   int cols, int nr, int64_t groups,
-                                                                  uint16_t* panel) {
+                                                                  uint16_t* panel, bool prefetch) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
     if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
     // Output word 2c + e takes column c of row e: indices 0-31 pick from the first row, 32-63 the second.
@@ -299,8 +301,8 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
         for (int64_t kg = 0; kg < live; ++kg) {
             const uint16_t* row = b + 2 * kg * ldb + c0;
             const __m512i r0 = _mm512_maskz_loadu_epi16(mask, row);
-            _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
             const __m512i r1 = 2 * kg + 1 < k_len ? _mm512_maskz_loadu_epi16(mask, row + ldb) : _mm512_setzero_si512();
             auto* dst = panel + (kg * nr + c0) * 2;
             _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, lo, r1));
@@ -315,7 +317,7 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
 // 16-18% of a 256^3 AMX int8 call).
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows_x4_vbmi(
     const uint8_t* b, int64_t ldb, int64_t k_len, int cols, int nr, int64_t groups, uint8_t* panel, int32_t* colsum,
-    bool b_signed) {
+    bool b_signed, bool prefetch) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
     if (groups > live) std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
     // Output byte 4c + e (c < 16 in the low half, 16 + c in the high half) is column c of row e.
@@ -337,7 +339,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
             __m256i r[4];
             for (int e = 0; e < 4; ++e) {
                 r[e] = 4 * kg + e < k_len ? _mm256_maskz_loadu_epi8(mask, row + e * ldb) : _mm256_setzero_si256();
-                _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + e) * ldb), _MM_HINT_T0);
+                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + e) * ldb), _MM_HINT_T0);
             }
             const __m512i t01 = _mm512_inserti64x4(_mm512_castsi256_si512(r[0]), r[1], 1);
             const __m512i t23 = _mm512_inserti64x4(_mm512_castsi256_si512(r[2]), r[3], 1);
@@ -365,7 +367,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
 // 2c + e is column c of row e.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void pack_b_rows_x2_vbmi(const uint16_t* b, int64_t ldb,
                                                                              int64_t k_len, int cols, int nr,
-                                                                             int64_t groups, uint16_t* panel) {
+                                                                             int64_t groups, uint16_t* panel,
+                                                                             bool prefetch) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
     if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
     alignas(64) uint8_t lo_idx[64], hi_idx[64];
@@ -382,8 +385,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void pack_b_rows_x2_vbmi(
         for (int64_t kg = 0; kg < live; ++kg) {
             const uint16_t* row = b + 2 * kg * ldb + c0;
             const __m512i r0 = _mm512_maskz_loadu_epi16(mask, row);
-            _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
             const __m512i r1 = 2 * kg + 1 < k_len ? _mm512_maskz_loadu_epi16(mask, row + ldb) : _mm512_setzero_si512();
             auto* dst = panel + (kg * nr + c0) * 2;
             _mm512_storeu_si512(dst, _mm512_permutex2var_epi8(r0, lo, r1));
@@ -445,7 +448,8 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
         // length by few enough streams for the prefetchers (a panel at a time over all of K touches a new
         // page on every row; 64-row slices measured 2x slower than 16-row ones on wide B).
         // A B that fits in L1 (the tiny calls) goes panel by panel over all of K: one packer call per panel
-        // instead of one per slice (64^3 int8: 2 calls, not 8).
+        // instead of one per slice (64^3 int8: 2 calls, not 8), and without the prefetches of rows a slice
+        // ahead (1 thread, TSC per C API call: 64^3 s8 805-860 -> 751-808, bf16 1264-1297 -> 1147-1168).
         const bool tiny = k_len * width * esz <= 32 * 1024;
         const int64_t kSlice = tiny ? groups : std::max(1, 16 / g);
         for (int64_t s0 = 0; s0 < groups; s0 += kSlice) {
@@ -459,13 +463,13 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
                 const auto* src = static_cast<const uint8_t*>(b) + (row0 * ldb + j0 + p * nr) * esz;
                 auto* halves_out = reinterpret_cast<uint16_t*>(panel);
                 const auto* halves_in = reinterpret_cast<const uint16_t*>(src);
-                if (bytes && vbmi) pack_b_rows_x4_vbmi(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed);
-                else if (bytes) pack_b_rows_x4(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, masked);
+                if (bytes && vbmi) pack_b_rows_x4_vbmi(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, !tiny);
+                else if (bytes) pack_b_rows_x4(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, masked, !tiny);
                 else if (vbmi && nr % 32 == 0)
-                    pack_b_rows_x2_vbmi(halves_in, ldb, k_rest, cols, nr, slice, halves_out);
+                    pack_b_rows_x2_vbmi(halves_in, ldb, k_rest, cols, nr, slice, halves_out, !tiny);
                 else if (masked && nr % 32 == 0)
-                    pack_b_rows_x2_zmm(halves_in, ldb, k_rest, cols, nr, slice, halves_out);
-                else pack_b_rows_x2(halves_in, ldb, k_rest, cols, nr, slice, halves_out, masked);
+                    pack_b_rows_x2_zmm(halves_in, ldb, k_rest, cols, nr, slice, halves_out, !tiny);
+                else pack_b_rows_x2(halves_in, ldb, k_rest, cols, nr, slice, halves_out, masked, !tiny);
             }
         }
         return true;
