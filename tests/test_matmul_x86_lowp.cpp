@@ -1297,24 +1297,33 @@ TEST_CASE("x86 lowp: small calls (one block each) over shapes 1-64 at every tier
             }
         }
     }
-    // K of one short AMX step (under 64 bytes, whole dwords: the tiles read just K's bytes) on the blocked path
-    // too: more rows than one M block, threads, ld pads that misalign the rows.
+    // K in short AMX steps (one K block whose bytes split into as many equal steps of whole dwords as 64-byte
+    // steps would take: the tiles read just K's bytes, plan::amx_k_step_bytes), and K that does not split (padded
+    // 64-byte steps): small calls and the blocked path (more rows than one M block), threads, ld pads that
+    // misalign the rows, several column panels per call, B stored N x K (the swapped roles at few rows).
     if (best >= X86Isa::amx) {
+        // bytes of K: 4 16 32 48 60 | 80 = 2 x 40, 96 = 2 x 48, 120 = 2 x 60, 144 = 3 x 48, 180 = 3 x 60 |
+        // not splitting: 66, 100, 200
+        const int64_t k_bytes[] = {4, 16, 32, 48, 60, 80, 96, 120, 144, 180, 66, 100, 200};
         for (int threads : {1, 2}) {
             EngineGuard e{make_engine("amx", threads)};
-            const int64_t ks[] = {4, 16, 32, 48, 60, 8, 24, 30};
-            for (int it = 0; it < 8; ++it) {
-                INFO("short K, threads " << threads << " it " << it);
-                Case c;
-                c.a = it % 3 == 2 ? JITMM_DTYPE_BF16 : it % 2 ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
-                c.b = c.a == JITMM_DTYPE_BF16 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_S8;
-                c.c = c.a == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
-                c.m = 500 + 97 * it;  // past one M block: the blocked path (run_chunk)
-                c.n = 100 + 45 * it;
-                c.k = c.a == JITMM_DTYPE_BF16 ? ks[it] / 2 : ks[it];
-                c.lda_pad = it % 2 ? 0 : 4;
-                c.tb = it % 4 == 3;
-                check_case(e.e, c, rng);
+            int it = 0;
+            for (int64_t kb : k_bytes) {
+                for (int blocked = 0; blocked < 2; ++blocked, ++it) {
+                    INFO("short K steps, threads " << threads << " K bytes " << kb << " blocked " << blocked);
+                    Case c;
+                    const bool bf16 = it % 3 == 2 && kb % 2 == 0;
+                    c.a = bf16 ? JITMM_DTYPE_BF16 : it % 2 ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
+                    c.b = bf16 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_S8;
+                    c.c = bf16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                    c.m = blocked ? 500 + 97 * (it % 8) : 17 + 13 * (it % 5);  // blocked: past one M block
+                    c.n = blocked ? 100 + 45 * (it % 8) : 40 + 24 * (it % 4);
+                    c.k = bf16 ? kb / 2 : kb;
+                    c.lda_pad = it % 3 == 0 ? 4 : 0;
+                    c.tb = it % 4 == 3;
+                    c.beta = it % 5 == 4 ? 1.0f : 0.0f;
+                    check_case(e.e, c, rng);
+                }
             }
         }
     }

@@ -467,11 +467,11 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // (AMX: within a 64-byte step, since a tile row is read whole), displacements within 32 bits.
     const int64_t k_multiple = amx ? kc_unit : g;
     const int64_t a_row_bytes = p.lda * dtype_size(p.a_type);
-    // AMX with all of K one short step (fewer than 64 bytes, whole dwords: amx_k_bytes): the tiles read just
-    // K's bytes of each row, so A can be read in place at any row stride (the small path does; run_chunk still
+    // AMX with all of K one block that splits into equal short steps (amx_k_step_bytes): the tiles read just K's
+    // bytes of each row, so A can be read in place at any row stride (the small path does; run_chunk still
     // packs an A whose rows are not 64-byte aligned). 1 thread, TSC per C API call, packed -> in place: s8 32^3
     // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754.
-    const bool amx_short_k = amx && p.k * esz < kAmxStepBytes && (p.k * esz) % 4 == 0;
+    const bool amx_short_k = amx && p.k <= plan.kc && amx_k_step_bytes(L.step, p.k) < kAmxStepBytes;
     plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || (p.k % k_multiple != 0 && !amx_short_k) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
     // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds

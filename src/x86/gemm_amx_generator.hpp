@@ -28,10 +28,6 @@ namespace jitmm::x86 {
 // Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something.
 LowpCode generate_amx(const plan::LowpLayout& layout, const std::vector<LowpVariant>& variants);
 
-// Bytes of K per A tile row for a K block of k_len: 64, or k_len's bytes where they are fewer and a multiple of
-// 4 (the one step of a short K; see config_bytes).
-int amx_k_bytes(const plan::LowpLayout& layout, int64_t k_len);
-
 // Whether the last K block can store the C tiles straight into C (no epilogue work at all).
 bool amx_direct_store(const plan::LowpLayout& layout);
 

@@ -422,9 +422,9 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale) const {
     if (comp)  // complete at once (one K block)
         for (int64_t j = 0; j < p_.n; ++j) comp[j] *= comp_factor_;
 
-    // A misaligned for the tile loads is packed (a tile row split across lines loads slower), except where all
-    // of K is one short step (amx_k_bytes): copying the few rows costs more than the split loads.
-    const bool short_k = amx && amx_k_bytes(L, p_.k) < 64;
+    // A misaligned for the tile loads is packed (a tile row split across lines loads slower), except where K
+    // goes in short steps (plan::amx_k_step_bytes): copying the few rows costs more than the split loads.
+    const bool short_k = amx && plan::amx_k_step_bytes(L.step, p_.k) < 64;
     const bool misaligned =
         !short_k && (reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * a_size) % 64 != 0);
     const bool pack_a = plan_.pack_a || (amx && misaligned);
