@@ -1239,6 +1239,123 @@ TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86
     unsetenv("JITMM_X86_BF16_DOT");
 }
 
+TEST_CASE("x86 lowp: small calls (one block each) over shapes 1-64 at every tier, and short AMX K steps",
+          "[x86][lowp]") {
+    // The small path (GemmLowpKernel::run_small): one K block, one N and M block, one thread, batch 1. Fresh
+    // random inputs and poisoned C per case; odd and tile-sized extents, ld pads (A rows misaligned for AMX,
+    // which then packs them), transposes, beta, bias per row or column, scales, zero points.
+    std::mt19937 rng(6464);
+    const int64_t sizes[] = {1, 5, 8, 16, 17, 23, 31, 32, 33, 48, 64};
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_U8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                                  {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_F32}};
+    const X86Isa best = jitmm::hw::cpu_info().best_isa;
+    for (const char* tier : {"amx", "avx512_bf16", "avx512_vnni", "avx2"}) {
+        X86Isa t;
+        REQUIRE(jitmm::hw::isa_from_name(tier, &t));
+        if (best < t) continue;
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier, threads)};
+            int it = 0;
+            for (const auto& in : ins) {
+                for (int rep = 0; rep < 6; ++rep, ++it) {
+                    INFO("tier " << tier << " threads " << threads << " it " << it);
+                    Case c;
+                    c.a = in[0];
+                    c.b = in[1];
+                    c.c = in[2];
+                    const bool cube = it % 3 == 0;  // m = n = k, as the small-shape benchmarks
+                    c.m = sizes[(it * 7 + rep) % 11];
+                    c.n = cube ? c.m : sizes[(it * 5 + 3) % 11];
+                    c.k = cube ? c.m : sizes[(it * 3 + 1) % 11];
+                    c.ta = it % 5 == 3;
+                    c.tb = it % 4 == 2;
+                    c.lda_pad = it % 3 == 1 ? 3 : 0;
+                    c.ldb_pad = it % 4 == 1 ? 5 : 0;
+                    c.ldc_pad = it % 5 == 2 ? 2 : 0;
+                    const bool int_c = c.c == JITMM_DTYPE_S32;
+                    if (!int_c) {
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.beta = it % 4 == 3 ? 0.5f : 0.0f;
+                        c.alpha = it % 6 == 5 ? 0.75f : 1.0f;
+                        c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        if (is_int8(c.a)) {
+                            c.a_scale = it % 2 ? JITMM_SCALE_PER_ROW : JITMM_SCALE_PER_TENSOR;
+                            c.b_scale = it % 3 ? JITMM_SCALE_PER_COLUMN : JITMM_SCALE_NONE;
+                        }
+                    } else {
+                        c.beta = it % 3 == 2 ? 1.0f : 0.0f;
+                        c.epilogue = it % 4 == 1 ? JITMM_EPILOGUE_RELU : JITMM_EPILOGUE_NONE;
+                    }
+                    if (c.a == JITMM_DTYPE_U8 && it % 2 == 0) c.zero_point = 3 + it % 100;
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+    // K in short AMX steps (one K block whose bytes split into as many equal steps of whole dwords as 64-byte
+    // steps would take: the tiles read just K's bytes, plan::amx_k_step_bytes), and K that does not split (padded
+    // 64-byte steps): small calls and the blocked path (more rows than one M block), threads, ld pads that
+    // misalign the rows, several column panels per call, B stored N x K (the swapped roles at few rows).
+    if (best >= X86Isa::amx) {
+        // bytes of K: 4 16 32 48 60 | 80 = 2 x 40, 96 = 2 x 48, 120 = 2 x 60, 144 = 3 x 48, 180 = 3 x 60 |
+        // not splitting: 66, 100, 200
+        const int64_t k_bytes[] = {4, 16, 32, 48, 60, 80, 96, 120, 144, 180, 66, 100, 200};
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine("amx", threads)};
+            int it = 0;
+            for (int64_t kb : k_bytes) {
+                for (int blocked = 0; blocked < 2; ++blocked, ++it) {
+                    INFO("short K steps, threads " << threads << " K bytes " << kb << " blocked " << blocked);
+                    Case c;
+                    const bool bf16 = it % 3 == 2 && kb % 2 == 0;
+                    c.a = bf16 ? JITMM_DTYPE_BF16 : it % 2 ? JITMM_DTYPE_S8 : JITMM_DTYPE_U8;
+                    c.b = bf16 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_S8;
+                    c.c = bf16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                    c.m = blocked ? 500 + 97 * (it % 8) : 17 + 13 * (it % 5);  // blocked: past one M block
+                    c.n = blocked ? 100 + 45 * (it % 8) : 40 + 24 * (it % 4);
+                    c.k = bf16 ? kb / 2 : kb;
+                    c.lda_pad = it % 3 == 0 ? 4 : 0;
+                    c.tb = it % 4 == 3;
+                    c.beta = it % 5 == 4 ? 1.0f : 0.0f;
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+    // Which generator the tiny cubes take at the amx tier: vdpbf16ps up to 16^3 bf16, VNNI up to 16^3 for an s8
+    // A and 32^3 for a u8 A, AMX above.
+    if (best >= X86Isa::amx) {
+        EngineGuard e{make_engine("amx", 1)};
+        struct Want {
+            jitmm_dtype a, b;
+            int64_t size;
+            const char* generator;
+        };
+        const Want wants[] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, 8, "x86_bf16_dot_avx512"},
+                              {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, 16, "x86_bf16_dot_avx512"},
+                              {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, 17, "x86_bf16_amx"},
+                              {JITMM_DTYPE_S8, JITMM_DTYPE_S8, 16, "x86_int8_vnni_avx512"},
+                              {JITMM_DTYPE_S8, JITMM_DTYPE_S8, 17, "x86_int8_amx"},
+                              {JITMM_DTYPE_U8, JITMM_DTYPE_S8, 32, "x86_int8_vnni_avx512"},
+                              {JITMM_DTYPE_U8, JITMM_DTYPE_S8, 33, "x86_int8_amx"}};
+        for (const Want& w : wants) {
+            jitmm_matmul_desc d;
+            jitmm_matmul_desc_init(&d);
+            d.m = d.n = d.k = w.size;
+            d.a_type = w.a;
+            d.b_type = w.b;
+            d.c_type = is_int8(w.a) ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+            INFO(jitmm_dtype_name(w.a) << " " << w.size);
+            CHECK(generator_of(e.e, d) == w.generator);
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: randomized sweep of batches, shared B, ld padding and threads 1-4", "[x86][lowp]") {
     std::mt19937 rng(706);
     std::uniform_int_distribution<int> pick(0, 1 << 20);

@@ -91,15 +91,24 @@ bool avx_vnni_usable(const hw::CpuInfo& cpu, hw::X86Isa isa) {
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
-        // Tiny products (up to 32 x 32 x 32) finish sooner on VNNI than the AMX tile configuration takes.
-        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 32.0 * 32 * 32;
+        // Tiny products finish sooner on VNNI than the AMX tile configuration takes: up to 32 x 32 x 32 for a
+        // u8 A, up to 16 x 16 x 16 for an s8 A (VNNI adds its +128 shift and the column compensation). 1 thread,
+        // TSC per C API call, VNNI -> AMX: s8 16^3 283-306 -> 422-476, 23^3 664-675 -> 517-563, 32^3 671-697 ->
+        // 541-559; u8 32^3 381-400 -> 547-578.
+        const double tiny_mnk = p.a_type == JITMM_DTYPE_S8 ? 16.0 * 16 * 16 : 32.0 * 32 * 32;
+        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= tiny_mnk;
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8)) return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
         if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm
         return LowpStep::madd_s16;
     }
     if (p.a_type == JITMM_DTYPE_BF16) {
-        if (isa >= hw::X86Isa::amx) return LowpStep::amx_bf16;
+        // Tiny products (up to 16 x 16 x 16) finish on vdpbf16ps before AMX has loaded its tile configuration
+        // (ldtilecfg alone ~130 TSC): 1 thread, TSC per C API call, AMX -> vdpbf16ps: 8^3 453 -> 274,
+        // 16^3 519 -> 369; 23^3 598 -> 1216 stays AMX.
+        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 16.0 * 16 * 16;
+        if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;
+        if (isa >= hw::X86Isa::amx) return LowpStep::dot_bf16;
         // vdpbf16ps multiplies two pairs per lane but issues at a quarter of the FMA rate on the chips
         // measured (Sapphire Rapids class: 107 GFLOP/s against 214 for f32 FMAs, 172 reached by fma_f32 on
         // converted panels), so the converted path is the default; JITMM_X86_BF16_DOT=1 picks vdpbf16ps.
@@ -458,14 +467,20 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // (AMX: within a 64-byte step, since a tile row is read whole), displacements within 32 bits.
     const int64_t k_multiple = amx ? kc_unit : g;
     const int64_t a_row_bytes = p.lda * dtype_size(p.a_type);
-    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || p.k % k_multiple != 0 ||
+    // AMX with all of K one block that splits into equal short steps (amx_k_step_bytes): the tiles read just K's
+    // bytes of each row, so A can be read in place at any row stride (the small path does; run_chunk still
+    // packs an A whose rows are not 64-byte aligned). 1 thread, TSC per C API call, packed -> in place: s8 32^3
+    // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754.
+    const bool amx_short_k = amx && p.k <= plan.kc && amx_k_step_bytes(L.step, p.k) < kAmxStepBytes;
+    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || (p.k % k_multiple != 0 && !amx_short_k) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
     // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
     // rows one line apart, which spreads them over every set; a stride that already spreads them (short rows,
     // e.g. 256 bf16 columns: 4 lines per set) is read in place and saves the copy (13% of a 256^3 call).
-    if (amx && (a_row_bytes % 64 != 0 ||
-                a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet))
+    if (amx && !amx_short_k &&
+        (a_row_bytes % 64 != 0 ||
+         a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet))
         plan.pack_a = true;
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned

@@ -34,6 +34,17 @@ enum class LowpStep : int32_t {
 };
 
 const char* step_name(LowpStep s);
+
+// AMX: the bytes of K one A tile row holds in a call whose whole K is one block of k_len. 64, or where k_len's
+// bytes are no multiple of 64 but split into as many equal steps of whole dwords as 64-byte steps would take,
+// that step (48 bf16: two steps of 48 bytes, 48 int8: one): the tiles then read just K's bytes of each row, so
+// an A with such rows is read in place instead of being copied into zero-padded rows, for the same products.
+inline int amx_k_step_bytes(LowpStep s, int64_t k_len) {
+    const int64_t bytes = k_len * (s == LowpStep::amx_bf16 ? 2 : 1);
+    const int64_t steps = (bytes + 63) / 64;
+    if (bytes <= 0 || bytes % 64 == 0 || bytes % steps != 0 || (bytes / steps) % 4 != 0) return 64;
+    return static_cast<int>(bytes / steps);
+}
 inline bool step_is_amx(LowpStep s) { return s == LowpStep::amx_int8 || s == LowpStep::amx_bf16; }
 inline bool step_is_int(LowpStep s) {
     return s == LowpStep::amx_int8 || s == LowpStep::vnni_u8s8 || s == LowpStep::madd_s16;

@@ -38,7 +38,10 @@ public:
     // Palette 1: bytes per row at 16 + 2t, rows at 48 + t. Tiles a variant does not use keep the full 16 x 64
     // byte shape, so that a tail of exactly 16 rows or columns (one tile fewer) has the full tile's bytes and
     // shares its stub: the driver then switches between them without another ldtilecfg.
-    static std::array<uint8_t, 64> config_bytes(int rows, int cols) {
+    // k_bytes: the bytes of K one A tile row holds per step, 64, or less in a call of one K block whose K splits
+    // into equal shorter steps (plan::amx_k_step_bytes): the A tiles then read k_bytes of each row and the B
+    // tiles k_bytes / 4 k groups.
+    static std::array<uint8_t, 64> config_bytes(int rows, int cols, int k_bytes) {
         std::array<uint8_t, 64> cfg = {};
         cfg[0] = 1;
         auto set = [&](int tile, int tile_rows, int bytes) {
@@ -47,18 +50,22 @@ public:
             cfg[48 + tile] = static_cast<uint8_t>(tile_rows);
         };
         for (int t = 0; t < 8; ++t) set(t, kTile, kStepBytes);
+        for (int i = 0; i < 2; ++i) {  // the K step's shape even in unused A and B tiles: tails still share
+            set(a_tile(i).getIdx(), kTile, k_bytes);
+            set(b_tile(i).getIdx(), k_bytes / 4, kStepBytes);
+        }
         const int tm = rows > kTile ? 2 : 1, tn = cols > kTile ? 2 : 1;
         for (int i = 0; i < tm; ++i) {
             const int r = std::min(kTile, rows - kTile * i);
-            set(a_tile(i).getIdx(), r, kStepBytes);
+            set(a_tile(i).getIdx(), r, k_bytes);
             for (int j = 0; j < tn; ++j) set(c_tile(i, j).getIdx(), r, std::min(kTile, cols - kTile * j) * 4);
         }
-        for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), kTile, std::min(kTile, cols - kTile * j) * 4);
+        for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), k_bytes / 4, std::min(kTile, cols - kTile * j) * 4);
         return cfg;
     }
 
     size_t emit_config_stub(const LowpVariant& v) {
-        const auto bytes = config_bytes(v.rows, v.cols);
+        const auto bytes = config_bytes(v.rows, v.cols, step_bytes(v));
         for (const auto& c : configs_)
             if (c.bytes == bytes) return c.entry;
         configs_.emplace_back();
@@ -88,7 +95,12 @@ public:
         // The epilogue's vectors run along C's rows: tile columns, or tile rows when the roles are swapped.
         tail_ = (L_.swap_ab ? v.rows : v.cols) % kTile;
         epilogue_.set_tail(tail_);
-        const int64_t steps = (v.k_len * plan::step_elem_bytes(L_.step) + kStepBytes - 1) / kStepBytes;
+        step_bytes_ = step_bytes(v);
+        const int64_t steps = (v.k_len * plan::step_elem_bytes(L_.step) + step_bytes_ - 1) / step_bytes_;
+        // The B panel holds whole 64-byte steps of k groups (16 each): what shorter steps leave of it is skipped
+        // after the last one, so that B's pointer reaches the next panel.
+        const int64_t step_groups = step_bytes_ / 4;
+        b_skip_ = ((steps * step_groups + kTile - 1) / kTile * kTile - steps * step_groups) * kBPanelRow;
         if (!v.last || amx_direct_store(L_)) {
             panels(v, steps);
             ret();
@@ -158,10 +170,11 @@ private:
         load_step_tiles();
         jmp(kloop, T_NEAR);
         L(kdone);
+        if (b_skip_ != 0) add(rsi, b_skip_);
         dec(rbx);
         jz(last, T_NEAR);
-        sub(rdi, steps * kStepBytes);
-        if (tm_ == 2) sub(r9, steps * kStepBytes);
+        sub(rdi, steps * step_bytes_);
+        if (tm_ == 2) sub(r9, steps * step_bytes_);
         // The next panel's first step ahead of this panel's stores where a panel has 8 steps or more (1 thread
         // s8 512^3, 8 steps: 88 -> 85 us); with 4 steps the early loads measured 2-3% slower (256^3 s8).
         const bool early = steps >= kEarlyLoadSteps;
@@ -195,9 +208,14 @@ private:
             multiply(c_tile(1, 0), a_tile(1), b_tile(0));
             if (tn_ == 2) multiply(c_tile(1, 1), a_tile(1), b_tile(1));
         }
-        add(rdi, kStepBytes);
-        if (tm_ == 2) add(r9, kStepBytes);
-        add(rsi, kTile * kBPanelRow);  // 16 k groups
+        add(rdi, step_bytes_);
+        if (tm_ == 2) add(r9, step_bytes_);
+        add(rsi, step_bytes_ / 4 * kBPanelRow);  // 16 k groups (fewer in a short step)
+    }
+    // A call of one K block takes plan::amx_k_step_bytes; a K block tail keeps the full steps (one configuration
+    // for all K blocks: no switch between them).
+    int step_bytes(const LowpVariant& v) const {
+        return v.first && v.last ? plan::amx_k_step_bytes(L_.step, v.k_len) : kStepBytes;
     }
     // B with the T1 hint (streamed: it does not evict the A tile from L1) unless the planner found the whole
     // B block small enough to be worth keeping close (LowpLayout::amx_b_streamed).
@@ -368,6 +386,8 @@ private:
     LowpEpilogue epilogue_;
     std::list<Config> configs_;
     int tm_ = 1, tn_ = 1, rows_ = 0, cols_ = 0, tail_ = 0;
+    int step_bytes_ = kStepBytes;  // this variant's K step (A bytes per tile row)
+    int64_t b_skip_ = 0;           // bytes of B panel past a short-stepped K
 };
 
 }  // namespace

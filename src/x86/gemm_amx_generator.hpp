@@ -7,7 +7,8 @@
 //   16 columns, the VNNI layout of the packed B panel, rows 128 bytes apart)
 //   per 64-byte K step: load A0, B0, C00 += A0 B0, load B1, C01 += A0 B1, load A1, C10 += A1 B0, C11 += A1 B1
 //   (B with the T1 hint: the B panels stream from L2 without evicting the A tile, which stays in L1 for the
-//   whole row of B panels)
+//   whole row of B panels); a call of one K block whose K splits into equal shorter steps of whole dwords
+//   (plan::amx_k_step_bytes) takes those steps, so that an A with such rows is read in place
 //   then: the strip (K blocks before the last), a direct tile store into C (s32 or f32 C with nothing to
 //   fuse), or tile stores into a stack block that the vector epilogue (gemm_lowp_epilogue.hpp) finishes row
 //   by row into C. Variants without the vector epilogue (strip and direct stores) run args->panels column

@@ -194,6 +194,9 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
     release_ = reinterpret_cast<LowpStub>(const_cast<uint8_t*>(entry(artifact.ints[2 * kSlotCount])));
     if (plan::step_is_amx(plan_.layout.step) && release_ == nullptr)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: AMX code without its tilerelease stub");
+    pack_vbmi_ = pack_vbmi_allowed();
+    small_ = !plan_.layout.swap_ab && !plan_.layout.dot_nt && p_.batch == 1 && plan_.threads <= 1 &&
+             plan_.m_chunks == 1 && plan_.n_chunks == 1 && k_blocks_ == 1 && p_.m <= plan_.mc && p_.n <= plan_.nc;
 }
 
 void GemmLowpKernel::run(const RunArgs& args) const {
@@ -201,6 +204,10 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     float scale = p_.alpha;
     if (p_.a_scale == ScaleMode::per_tensor) scale *= args.a_scales[0];
     if (p_.b_scale == ScaleMode::per_tensor) scale *= args.b_scales[0];
+    if (small_) {
+        run_small(args, scale);
+        return;
+    }
     const int64_t a_size = dtype_size(p_.a_type), b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
     const int64_t per_batch = int64_t(plan_.m_chunks) * plan_.n_chunks;
     const int64_t tasks = p_.batch * per_batch;
@@ -304,7 +311,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
         const int64_t k0 = kb * plan_.kc;
         const int64_t k_len = std::min(plan_.kc, p_.k - k0);
         pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
-                    panel_groups(L, k_len), b_full + (pack_b_per_k_block ? 0 : kb * block_bytes), comp);
+                    panel_groups(L, k_len), b_full + (pack_b_per_k_block ? 0 : kb * block_bytes), comp, pack_vbmi_);
         if (comp && kb + 1 == k_blocks_)  // the column sums are complete: scaled once, read by the last K block
             for (int64_t j = 0; j < n_cur; ++j) comp[j] *= comp_factor_;
     };
@@ -385,6 +392,83 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     }
 }
 
+// What run_chunk does for a chunk of one block of each, without the blocking: B packed for one K block and one
+// N block, each row tile's A packed right before its calls (or read in place), the tile configuration loaded
+// once and released on return. 8^3 bf16 (AMX) spent more time in run() and run_chunk than in the microkernel.
+// Tried: packing each B panel right before the first row tile's call to it (its packing would overlap the tile
+// unit's work on the previous panel): 64^3 bf16 and s8 3-5% slower (the panel runs are lost).
+void GemmLowpKernel::run_small(const RunArgs& args, float scale) const {
+    const plan::LowpLayout& L = plan_.layout;
+    const int mr = L.mr;
+    const int64_t nr = plan_.nr();
+    const bool amx = plan::step_is_amx(L.step);
+    const int g = plan::step_group(L.step);
+    const int64_t esz = plan::step_elem_bytes(L.step);
+    const int64_t a_size = dtype_size(p_.a_type), c_size = dtype_size(p_.c_type);
+    const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
+    const int64_t groups = panel_groups(L, p_.k);
+    const int64_t panel_bytes = groups * nr * 4;
+    const auto* a = static_cast<const uint8_t*>(args.a);
+    auto* c = static_cast<uint8_t*>(args.c);
+
+    uint8_t* b_packed = scratch<0>(static_cast<size_t>(ceil_div(p_.n, nr) * panel_bytes));
+    int32_t* comp = nullptr;
+    if (L.compensate) {
+        comp = reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(round_up(p_.n, nr) * 4)));
+        std::memset(comp, 0, static_cast<size_t>(round_up(p_.n, nr) * 4));
+    }
+    pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
+                b_packed, comp, pack_vbmi_);
+    if (comp)  // complete at once (one K block)
+        for (int64_t j = 0; j < p_.n; ++j) comp[j] *= comp_factor_;
+
+    // A misaligned for the tile loads is packed (a tile row split across lines loads slower), except where K
+    // goes in short steps (plan::amx_k_step_bytes): copying the few rows costs more than the split loads.
+    const bool short_k = amx && plan::amx_k_step_bytes(L.step, p_.k) < 64;
+    const bool misaligned =
+        !short_k && (reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * a_size) % 64 != 0);
+    const bool pack_a = plan_.pack_a || (amx && misaligned);
+    uint8_t* a_panel = pack_a ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
+    const bool panel_runs = amx && amx_direct_store(L);  // full panels in one call (no vector epilogue)
+    const int64_t full_panels = p_.n / nr;
+
+    TileSession tiles(release_);
+    LowpCallArgs call;
+    call.scale = scale;
+    for (int64_t ir = 0; ir < p_.m; ir += mr) {
+        const bool row_tail = ir + mr > p_.m;
+        const uint8_t* a_tile;
+        if (pack_a) {
+            pack_a_lowp(L.step, p_.a_type, a, p_.lda, p_.trans_a, ir,
+                        static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), 0, p_.k, groups * g, plan_.a_panel_ld,
+                        a_panel);
+            a_tile = a_panel;
+            call.a_stride = plan_.a_panel_ld * esz;
+        } else {
+            a_tile = a + ir * p_.lda * a_size;
+            call.a_stride = p_.lda * a_size;
+        }
+        if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
+        if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
+        // Pointers advance panel by panel (no division per call).
+        uint8_t* b_panel = b_packed;
+        uint8_t* c_tile = c + ir * p_.ldc * c_size;
+        for (int64_t jr = 0, panels = 1; jr < p_.n; jr += panels * nr) {
+            const bool col_tail = jr + nr > p_.n;
+            const int s = slot(row_tail, col_tail, kSingle);
+            panels = col_tail || !panel_runs ? 1 : full_panels - jr / nr;
+            call.panels = panels;
+            if (p_.bias == BiasKind::per_column) call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
+            if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + jr;
+            if (comp) call.comp = comp + jr;
+            if (amx) tiles.use(configs_[s]);
+            fns_[s](a_tile, b_panel, c_tile, &call);
+            b_panel += panels * panel_bytes;
+            c_tile += panels * nr * c_size;
+        }
+    }
+}
+
 // Dot products (VNNI decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to whole
 // 64-byte vectors) with 128 times its row sums (s8 A), then walks its columns in tiles of nr B rows, each
 // tile's rows streaming once from memory and reused from L1 by the row tiles.
@@ -460,7 +544,7 @@ const uint8_t* GemmLowpKernel::pack_swapped_a_shared(const RunArgs& args) const 
         // op(A)^T as a B operand: stored M x K is "transposed", stored K x M (trans_a) is not.
         pack_b_lowp(L.step, p_.a_type, a, p_.lda, !p_.trans_a, k0 + g0 * g, slice_k, p * nr,
                     std::min(nr, p_.m - p * nr), static_cast<int>(nr), slice_groups,
-                    packed + kb * block_bytes + (p * groups + g0) * nr * 4, nullptr);
+                    packed + kb * block_bytes + (p * groups + g0) * nr * 4, nullptr, pack_vbmi_);
     };
     runner_->parallel_for(k_blocks_ * panels * slices, piece);
     return packed;
@@ -499,7 +583,7 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
         const uint8_t* a_packed = shared_a ? shared_a + kb * block_bytes : own_a;
         if (!shared_a)
             pack_b_lowp(L.step, p_.a_type, ch.a, p_.lda, !p_.trans_a, k0, k_len, 0, p_.m, static_cast<int>(nr),
-                        groups, own_a, nullptr);
+                        groups, own_a, nullptr, pack_vbmi_);
         for (int64_t ir = ch.n0; ir < ch.n1; ir += mr) {
             const bool row_tail = ir + mr > p_.n;
             const uint8_t* a_tile;

@@ -40,6 +40,10 @@ private:
     };
     // A's panels packed once per call for all tasks, as [row tile][K block]; null where each task packs its own.
     const uint8_t* pack_shared_a_panels(const RunArgs& args) const;
+    // A call with one block of each (batch, thread, M, N, K block): the tiny shapes, whose time per call is the
+    // driver's more than the products'. The same packing and microkernel calls as run_chunk, none of its
+    // blocking decisions (made once here, in the constructor: small_).
+    void run_small(const RunArgs& args, float scale) const;
     void run_chunk(const Chunk& chunk, const RunArgs& args, float scale, const uint8_t* shared_a_panels) const;
     // LowpLayout::swap_ab: tiles over N (rows) x M (columns) with B's rows in the A tiles; chunk.n0/n1 only.
     // shared_a: op(A)^T already packed for every K block (by pack_swapped_a_shared), else the chunk packs it.
@@ -61,6 +65,8 @@ private:
     LowpStub configs_[kSlotCount] = {};  // AMX only
     LowpStub release_ = nullptr;         // AMX only
     int64_t k_blocks_ = 1;
+    bool small_ = false;                 // run() takes run_small
+    bool pack_vbmi_ = false;             // pack_vbmi_allowed() when the kernel was made
     int32_t comp_factor_ = 0;            // int8: comp[j] = comp_factor * column sum of B
 };
 

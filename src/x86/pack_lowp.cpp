@@ -202,7 +202,7 @@ __attribute__((target("avx2"))) inline __m256i load_partial(const void* src, int
 
 __attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ldb, int64_t k_len, int cols, int nr,
                                                     int64_t groups, uint8_t* panel, int32_t* colsum, bool b_signed,
-                                                    bool masked) {
+                                                    bool masked, bool prefetch) {
     alignas(32) uint8_t row_copy[4][32];
     // Groups wholly past k_len are zero: written at once.
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
@@ -221,7 +221,8 @@ __attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ld
                     r[e] = _mm256_setzero_si256();
                 } else if (width == 32) {
                     r[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k * ldb + c0));
-                    _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
+                    if (prefetch)
+                        _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
                 } else {
                     r[e] = load_partial(b + k * ldb + c0, width, row_copy[e], masked);
                 }
@@ -249,7 +250,7 @@ __attribute__((target("avx2"))) void pack_b_rows_x4(const uint8_t* b, int64_t ld
 
 // Row-major 16-bit B, k groups of 2: 16 columns at a time, two rows interleaved into column pairs.
 __attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t ldb, int64_t k_len, int cols, int nr,
-                                                    int64_t groups, uint16_t* panel, bool masked) {
+                                                    int64_t groups, uint16_t* panel, bool masked, bool prefetch) {
     alignas(32) uint8_t row_copy[2][32];
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
     if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
@@ -264,7 +265,8 @@ __attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t l
                     r[e] = _mm256_setzero_si256();
                 } else if (width == 16) {
                     r[e] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k * ldb + c0));
-                    _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
+                    if (prefetch)
+                        _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * ldb + c0), _MM_HINT_T0);
                 } else {
                     r[e] = load_partial(b + k * ldb + c0, 2 * width, row_copy[e], masked);
                 }
@@ -281,7 +283,7 @@ __attribute__((target("avx2"))) void pack_b_rows_x2(const uint16_t* b, int64_t l
 // The same with AVX-512 (BW): 32 columns per step, two word permutes instead of unpacks and lane fixes.
 __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16_t* b, int64_t ldb, int64_t k_len,
                                                                   int cols, int nr, int64_t groups,
-                                                                  uint16_t* panel) {
+                                                                  uint16_t* panel, bool prefetch) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
     if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
     // Output word 2c + e takes column c of row e: indices 0-31 pick from the first row, 32-63 the second.
@@ -299,8 +301,8 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
         for (int64_t kg = 0; kg < live; ++kg) {
             const uint16_t* row = b + 2 * kg * ldb + c0;
             const __m512i r0 = _mm512_maskz_loadu_epi16(mask, row);
-            _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
             const __m512i r1 = 2 * kg + 1 < k_len ? _mm512_maskz_loadu_epi16(mask, row + ldb) : _mm512_setzero_si512();
             auto* dst = panel + (kg * nr + c0) * 2;
             _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, lo, r1));
@@ -315,7 +317,7 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
 // 16-18% of a 256^3 AMX int8 call).
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows_x4_vbmi(
     const uint8_t* b, int64_t ldb, int64_t k_len, int cols, int nr, int64_t groups, uint8_t* panel, int32_t* colsum,
-    bool b_signed) {
+    bool b_signed, bool prefetch) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
     if (groups > live) std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
     // Output byte 4c + e (c < 16 in the low half, 16 + c in the high half) is column c of row e.
@@ -337,7 +339,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
             __m256i r[4];
             for (int e = 0; e < 4; ++e) {
                 r[e] = 4 * kg + e < k_len ? _mm256_maskz_loadu_epi8(mask, row + e * ldb) : _mm256_setzero_si256();
-                _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + e) * ldb), _MM_HINT_T0);
+                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + e) * ldb), _MM_HINT_T0);
             }
             const __m512i t01 = _mm512_inserti64x4(_mm512_castsi256_si512(r[0]), r[1], 1);
             const __m512i t23 = _mm512_inserti64x4(_mm512_castsi256_si512(r[2]), r[3], 1);
@@ -365,7 +367,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
 // 2c + e is column c of row e.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void pack_b_rows_x2_vbmi(const uint16_t* b, int64_t ldb,
                                                                              int64_t k_len, int cols, int nr,
-                                                                             int64_t groups, uint16_t* panel) {
+                                                                             int64_t groups, uint16_t* panel,
+                                                                             bool prefetch) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
     if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
     alignas(64) uint8_t lo_idx[64], hi_idx[64];
@@ -382,8 +385,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void pack_b_rows_x2_vbmi(
         for (int64_t kg = 0; kg < live; ++kg) {
             const uint16_t* row = b + 2 * kg * ldb + c0;
             const __m512i r0 = _mm512_maskz_loadu_epi16(mask, row);
-            _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchRows * ldb), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(row + (kPrefetchRows + 1) * ldb), _MM_HINT_T0);
             const __m512i r1 = 2 * kg + 1 < k_len ? _mm512_maskz_loadu_epi16(mask, row + ldb) : _mm512_setzero_si512();
             auto* dst = panel + (kg * nr + c0) * 2;
             _mm512_storeu_si512(dst, _mm512_permutex2var_epi8(r0, lo, r1));
@@ -424,20 +427,12 @@ __attribute__((target("avx2"))) void pack_b_cols_dwords(const uint8_t* b, int64_
         for (int c = 0; c < cols; ++c) std::memcpy(panel + kg * nr + c, b + c * ldb_bytes + kg * 4, 4);
 }
 
-// JITMM_X86_PACK_VBMI=0 takes the AVX2 / vpermt2w packers (read per call: tests cover both on one chip).
-bool pack_vbmi_enabled() {
-    static const bool has = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512vbmi") != 0;
-    }();
-    const char* env = std::getenv("JITMM_X86_PACK_VBMI");
-    return has && (env == nullptr || env[0] != '0');
-}
 
 // The fast paths: the packed element is the stored one (no conversion) and the panel width is whole 16-column
 // vectors. Returns false when the generic path has to do it.
 bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
-                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* out, int32_t* colsum) {
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* out, int32_t* colsum,
+                 bool vbmi_allowed) {
     const bool bytes = step == LowpStep::amx_int8 || step == LowpStep::vnni_u8s8;
     const bool halves = step == LowpStep::amx_bf16 || step == LowpStep::dot_bf16;
     if ((!bytes && !halves) || nr % 16 != 0) return false;
@@ -445,14 +440,18 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     const int64_t esz = bytes ? 1 : 2;
     static const bool masked = hw::cpu_info().avx512bw && hw::cpu_info().avx512vl;
     // The byte permutes: AVX512-VBMI (Ice Lake, Sapphire Rapids and later), on a chip whose OS keeps zmm state.
-    const bool vbmi = masked && pack_vbmi_enabled();
+    const bool vbmi = masked && vbmi_allowed;
     const bool b_signed = b_type == JITMM_DTYPE_S8;
     const int64_t panel_bytes = groups * nr * 4;
     if (!trans_b) {
         // Row-major B: K in slices of 16 rows, every panel per slice, so that B's rows are read along their
         // length by few enough streams for the prefetchers (a panel at a time over all of K touches a new
         // page on every row; 64-row slices measured 2x slower than 16-row ones on wide B).
-        const int64_t kSlice = std::max(1, 16 / g);
+        // A B that fits in L1 (the tiny calls) goes panel by panel over all of K: one packer call per panel
+        // instead of one per slice (64^3 int8: 2 calls, not 8), and without the prefetches of rows a slice
+        // ahead (1 thread, TSC per C API call: 64^3 s8 805-860 -> 751-808, bf16 1264-1297 -> 1147-1168).
+        const bool tiny = k_len * width * esz <= 32 * 1024;
+        const int64_t kSlice = tiny ? groups : std::max(1, 16 / g);
         for (int64_t s0 = 0; s0 < groups; s0 += kSlice) {
             const int64_t slice = std::min(kSlice, groups - s0);
             for (int64_t p = 0; p < ceil_div(width, nr); ++p) {
@@ -464,13 +463,13 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
                 const auto* src = static_cast<const uint8_t*>(b) + (row0 * ldb + j0 + p * nr) * esz;
                 auto* halves_out = reinterpret_cast<uint16_t*>(panel);
                 const auto* halves_in = reinterpret_cast<const uint16_t*>(src);
-                if (bytes && vbmi) pack_b_rows_x4_vbmi(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed);
-                else if (bytes) pack_b_rows_x4(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, masked);
+                if (bytes && vbmi) pack_b_rows_x4_vbmi(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, !tiny);
+                else if (bytes) pack_b_rows_x4(src, ldb, k_rest, cols, nr, slice, panel, sums, b_signed, masked, !tiny);
                 else if (vbmi && nr % 32 == 0)
-                    pack_b_rows_x2_vbmi(halves_in, ldb, k_rest, cols, nr, slice, halves_out);
+                    pack_b_rows_x2_vbmi(halves_in, ldb, k_rest, cols, nr, slice, halves_out, !tiny);
                 else if (masked && nr % 32 == 0)
-                    pack_b_rows_x2_zmm(halves_in, ldb, k_rest, cols, nr, slice, halves_out);
-                else pack_b_rows_x2(halves_in, ldb, k_rest, cols, nr, slice, halves_out, masked);
+                    pack_b_rows_x2_zmm(halves_in, ldb, k_rest, cols, nr, slice, halves_out, !tiny);
+                else pack_b_rows_x2(halves_in, ldb, k_rest, cols, nr, slice, halves_out, masked, !tiny);
             }
         }
         return true;
@@ -530,22 +529,26 @@ bool pack_b_widened(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ld
     return true;
 }
 
-// Rows copied as they are (no conversion) and zero padded to padded_bytes, 64 bytes per instruction: the row's
-// last part by one masked load (the bytes past the row are neither read nor faulted on), the padding by plain
-// stores. memcpy + memset per row cost ~10 cycles a row on 48-byte rows (most of an AMX 48^3 call's A packing).
+// Rows copied (bytes xor `flip`: 0 as they are, 0x80 an s8 A shifted to u8 for vpdpbusd) and zero padded to
+// padded_bytes, 64 bytes per instruction: the row's last part by one masked load (the bytes past the row are
+// neither read nor faulted on, and stay zero), the padding by plain stores. memcpy + memset per row cost ~10
+// cycles a row on 48-byte rows (most of an AMX 48^3 call's A packing); the scalar +128 loop was a fifth of a
+// 32^3 s8 call.
 __attribute__((target("avx512f,avx512bw"))) void copy_rows_padded(const uint8_t* src, int64_t src_stride,
                                                                   uint8_t* dst, int64_t dst_stride, int rows,
-                                                                  int64_t bytes, int64_t padded_bytes) {
+                                                                  int64_t bytes, int64_t padded_bytes, uint8_t flip) {
     const int64_t whole = bytes / 64 * 64;
     const int64_t rest = bytes - whole;
     const __mmask64 rest_mask = rest == 0 ? 0 : (~uint64_t(0) >> (64 - rest));
+    const __m512i flips = _mm512_set1_epi8(static_cast<char>(flip));
+    const __m512i rest_flips = _mm512_maskz_mov_epi8(rest_mask, flips);
     for (int r = 0; r < rows; ++r) {
         const uint8_t* s = src + r * src_stride;
         uint8_t* d = dst + r * dst_stride;
         int64_t x = 0;
-        for (; x < whole; x += 64) _mm512_storeu_si512(d + x, _mm512_loadu_si512(s + x));
+        for (; x < whole; x += 64) _mm512_storeu_si512(d + x, _mm512_xor_si512(_mm512_loadu_si512(s + x), flips));
         if (x < padded_bytes) {
-            const __m512i v = _mm512_maskz_loadu_epi8(rest_mask, s + x);
+            const __m512i v = _mm512_xor_si512(_mm512_maskz_loadu_epi8(rest_mask, s + x), rest_flips);
             if (padded_bytes - x >= 64) _mm512_storeu_si512(d + x, v);
             else _mm512_mask_storeu_epi8(d + x, ~uint64_t(0) >> (64 - (padded_bytes - x)), v);
             x += 64;
@@ -558,9 +561,19 @@ __attribute__((target("avx512f,avx512bw"))) void copy_rows_padded(const uint8_t*
 
 }  // namespace
 
+bool pack_vbmi_allowed() {
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512vbmi") != 0;
+    }();
+    const char* env = std::getenv("JITMM_X86_PACK_VBMI");
+    return has && (env == nullptr || env[0] != '0');
+}
+
 void pack_b_lowp(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
-                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum) {
-    if (pack_b_fast(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels, colsum)) return;
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum,
+                 bool vbmi) {
+    if (pack_b_fast(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels, colsum, vbmi)) return;
     if (pack_b_widened(step, b_type, b, ldb, trans_b, k0, k_len, j0, width, nr, groups, panels)) return;
     const int g = plan::step_group(step);
     const bool s8 = b_type == JITMM_DTYPE_S8;
@@ -587,13 +600,16 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
         return;
     }
     const bool s8 = a_type == JITMM_DTYPE_S8;
-    // A as stored, for the AVX-512 steps (AMX, vdpbf16ps): whole 64-byte rows and a masked tail.
-    const bool as_stored = step == LowpStep::amx_int8 || step == LowpStep::amx_bf16 || step == LowpStep::dot_bf16;
+    // A as stored, for the AVX-512 steps (AMX, vdpbf16ps, VNNI), or an s8 A flipped to u8 for VNNI: whole
+    // 64-byte rows and a masked tail.
+    const bool as_stored = step == LowpStep::amx_int8 || step == LowpStep::amx_bf16 || step == LowpStep::dot_bf16 ||
+                           step == LowpStep::vnni_u8s8;
     static const bool bw = hw::cpu_info().avx512bw;
     if (as_stored && !trans_a && bw) {
         const int64_t esz = dtype_size(a_type);
+        const uint8_t flip = step == LowpStep::vnni_u8s8 && s8 ? 0x80 : 0;
         copy_rows_padded(static_cast<const uint8_t*>(a) + (i0 * lda + k0) * esz, lda * esz,
-                         static_cast<uint8_t*>(panel), panel_ld * esz, rows, k_len * esz, k_padded * esz);
+                         static_cast<uint8_t*>(panel), panel_ld * esz, rows, k_len * esz, k_padded * esz, flip);
         return;
     }
     auto run = [&](auto conv) {

@@ -19,9 +19,16 @@
 
 namespace jitmm::x86 {
 
+// Whether B may be packed by the AVX512-VBMI byte permutes: the chip has them and JITMM_X86_PACK_VBMI is not
+// "0" (the AVX2 / vpermt2w packers otherwise; tests cover both on one chip). Read when a kernel is made, not
+// per call: getenv costs as much as packing a tiny B.
+bool pack_vbmi_allowed();
+
 // colsum (may be null; int8 only): colsum[j] += sum over the block of op(B)[k][j0 + j], for j < width.
+// vbmi: pack_vbmi_allowed(), as the kernel found it.
 void pack_b_lowp(plan::LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
-                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum);
+                 int64_t k_len, int64_t j0, int64_t width, int nr, int64_t groups, void* panels, int32_t* colsum,
+                 bool vbmi);
 
 void pack_a_lowp(plan::LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, bool trans_a, int64_t i0,
                  int rows, int64_t k0, int64_t k_len, int64_t k_padded, int64_t panel_ld, void* panel);
