@@ -315,6 +315,10 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
 // it): 4 rows of 32 columns are the 128-byte table of two zmm (rows 0|1 and 2|3), and each 64-byte half of
 // the output picks its column quads from it. About half the instructions of the AVX2 unpacks (B packing was
 // 16-18% of a 256^3 AMX int8 call).
+// GCC 12 flags the undefined upper half _mm512_inserti64x4 passes through as "may be used uninitialized":
+// the insert overwrites it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows_x4_vbmi(
     const uint8_t* b, int64_t ldb, int64_t k_len, int cols, int nr, int64_t groups, uint8_t* panel, int32_t* colsum,
     bool b_signed, bool prefetch) {
@@ -362,6 +366,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
             }
     }
 }
+#pragma GCC diagnostic pop
 
 // 16-bit rows, k groups of 2, by byte permutes too (vpermt2w is 3 uops where vpermt2b is one): output word
 // 2c + e is column c of row e.
