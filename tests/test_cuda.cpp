@@ -939,6 +939,11 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     const auto pk = jitmm::plan::plan_cuda_gemm(problem_of(big), h100);
     unsetenv("JITMM_CUDA_TILE");
     CHECK((pk.bm == 128 && pk.bk * 2 == 64 && pk.stages == 4));
+    // No tails and 16-byte C rows: C through shared memory; a tail of N: stored from the registers.
+    CHECK(pb.c_staged);
+    Case ragged = big;
+    ragged.n = 4000;
+    CHECK_FALSE(jitmm::plan::plan_cuda_gemm(problem_of(ragged), h100).c_staged);
     const auto p86 = jitmm::plan::plan_cuda_gemm(problem_of(big), a10);
     CHECK(p86.smem_bytes(2) <= a10.smem_per_block_optin);
     CHECK(p86.bm * p86.bn <= 128 * 128);
@@ -1174,7 +1179,9 @@ TEST_CASE("cuda: SM80 large-shape tile recipes on tails, layouts and types", "[c
     struct Shape {
         int64_t m, n, k, batch;
     };
-    const Shape shapes[] = {{300, 270, 333, 1}, {257, 129, 1000, 2}, {513, 300, 700, 1}, {64, 520, 4104, 1}};
+    // The last two have no M/N tails: with 16-byte C rows (even cases) C goes through shared memory.
+    const Shape shapes[] = {{300, 270, 333, 1}, {257, 129, 1000, 2}, {513, 300, 700, 1},
+                            {64, 520, 4104, 1},  {512, 256, 200, 1},  {256, 384, 96, 2}};
     setenv("JITMM_CUDA_SM90", "0", 1);
     for (const char* recipe : recipes) {
         INFO("recipe " << recipe);

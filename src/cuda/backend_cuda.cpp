@@ -279,7 +279,7 @@ Artifact compile_sm80_cubin(const Problem& p, const plan::CudaGemmPlan& recipe, 
     const bool b_vec = gemv || (tiled ? recipe.b_path != plan::OperandPath::scalar : recipe.skinny_vector);
     a.ints[kAlignA] = a_vec ? 16 : e;
     a.ints[kAlignB] = b_vec ? 16 : e;
-    a.ints[kAlignC] = recipe.c_pairs ? 2 * ec : ec;
+    a.ints[kAlignC] = recipe.c_staged ? 16 : recipe.c_pairs ? 2 * ec : ec;
     a.ints[kAlignBias] = p.bias != BiasKind::none ? dtype_size(p.bias_type) : 1;
     return a;
 }

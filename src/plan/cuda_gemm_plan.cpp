@@ -177,7 +177,7 @@ std::string CudaGemmPlan::describe() const {
     } else {
         std::snprintf(buf, sizeof buf, "sm80 tiled (mma.sync) %dx%dx%d warps=%dx%d stages=%d group_m=%d a=%s b=%s%s",
                       bm, bn, bk, warps_m, warps_n, stages, group_m, operand_path_name(a_path),
-                      operand_path_name(b_path), c_pairs ? "" : " c=single");
+                      operand_path_name(b_path), c_staged ? " c=staged" : c_pairs ? "" : " c=single");
     }
     return buf;
 }
@@ -188,7 +188,7 @@ void CudaGemmPlan::append_key(KeyWriter& w) const {
     w.i64('p', static_cast<int64_t>(a_path)).i64('p', static_cast<int64_t>(b_path));
     w.i64('k', skinny_row_tiles).i64('k', skinny_warps).i64('k', skinny_unroll).i64('k', skinny_vector);
     w.i64('v', gemv_warps).i64('v', gemv_stages).i64('v', gemv_segment).i64('v', gemv_n_major);
-    w.i64('c', c_pairs).i64('o', min_blocks_per_sm);
+    w.i64('c', c_pairs).i64('c', c_staged).i64('o', min_blocks_per_sm);
 }
 
 CudaTarget cuda_target_from_gpu(const hw::GpuInfo& gpu) {
@@ -352,6 +352,15 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
     plan.group_m = 8;
     plan.c_pairs = aligned_pointers && p.n % 2 == 0 && p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0);
     apply_override(plan, e);
+    // C through shared memory once the main loop is done: each warp's tile is written as whole 16-byte pieces
+    // of rows instead of 2-element pieces of 8 rows (half of every 32-byte sector per store). Only without M/N
+    // tails and with 16-byte C rows, and where the stages' shared memory holds every warp's padded C tile.
+    const int64_t ec = dtype_size(p.c_type);
+    const int64_t warp_c_bytes = int64_t{plan.bm / plan.warps_m} * ((plan.bn / plan.warps_n) * ec + 16);
+    plan.c_staged = plan.c_pairs && plan.a_path == OperandPath::cp_async && plan.b_path == OperandPath::cp_async &&
+                    p.m % plan.bm == 0 && p.n % plan.bn == 0 && (p.ldc * ec) % 16 == 0 &&
+                    (p.batch == 1 || (p.stride_c * ec) % 16 == 0) && (plan.bn / plan.warps_n) * ec % 16 == 0 &&
+                    int64_t{plan.warps_m} * plan.warps_n * warp_c_bytes <= plan.smem_bytes(static_cast<int>(e));
     // The shared tile must fit (the override may ask for more than the chip has).
     if (plan.smem_bytes(static_cast<int>(e)) > target.smem_per_block_optin)
         fail(JITMM_STATUS_INVALID_VALUE, "cuda: tile " + plan.describe() + " needs " +

@@ -52,6 +52,7 @@ struct CudaGemmPlan {
 
     // both
     bool c_pairs = true;                 // two adjacent C elements per store (ldc and N even)
+    bool c_staged = false;               // tiled: C through shared memory, 16-byte rows stores (no M/N tails)
     int min_blocks_per_sm = 1;           // __launch_bounds__ second argument
 
     int threads() const;

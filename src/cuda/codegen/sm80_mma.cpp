@@ -524,6 +524,46 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
         os << "    }\n  }\n";
     }
 
+    if (plan.c_staged) {
+        // Epilogue through shared memory (no tails, 16-byte C rows): each warp writes its finished values into
+        // its own padded tile, then stores whole 16-byte pieces of rows (a warp instruction covers whole
+        // sectors of a few rows instead of 4 bytes of 8 rows). The padding (16 bytes a row) puts the 8 rows
+        // of one fragment store in different banks.
+        os << R"(
+  // epilogue through shared memory: finished values into this warp's padded tile, then 16-byte row pieces
+  constexpr int C_ROW = WN * EC + 16, C_CHUNKS = WN * EC / 16;
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the stages
+  unsigned char* const c_tile = smem + warp * (WM * C_ROW);
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = mi * 16 + h * 8 + g, cl = ni * 8 + t * 2;
+        const int row = m0 + wm0 + r, col = n0 + wn0 + cl;
+        const char* c = C + (i64)row * LDC + (i64)col * EC;
+        c_store2((char*)c_tile + r * C_ROW + cl * EC, finish(acc[mi][ni][2 * h], c, row, col, bias),
+                 finish(acc[mi][ni][2 * h + 1], c + EC, row, col + 1, bias));
+      }
+  __syncwarp();
+#pragma unroll 4
+  for (int i = lane; i < WM * C_CHUNKS; i += 32) {
+    const int r = i / C_CHUNKS, ch = i % C_CHUNKS;
+    *(uint4*)(C + (i64)(m0 + wm0 + r) * LDC + (i64)(n0 + wn0) * EC + ch * 16) = *(const uint4*)(c_tile + r * C_ROW + ch * 16);
+  }
+}
+)";
+        out.grid[0] = tiles_m * tiles_n;
+        out.grid[1] = std::min<int64_t>(p.batch, 65535);
+        out.grid[2] = ceil_div(p.batch, 65535);
+        out.block = threads;
+        out.smem_bytes = plan.smem_bytes(static_cast<int>(e));
+        return;
+    }
+
     // Epilogue: straight from the accumulators (row g and g+8, columns 2t and 2t+1 of each 16x8 tile).
     const bool tail_m = p.m % plan.bm != 0, tail_n = p.n % plan.bn != 0;
     os << "\n  // epilogue: each thread owns rows g, g+8 and columns 2t, 2t+1 of every 16x8 tile\n";
