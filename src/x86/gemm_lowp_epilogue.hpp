@@ -31,6 +31,10 @@ struct LowpCallArgs {
     // panels of the same row tile one after another (B panels adjacent, C and the strip 32 columns further
     // each). Other variants run one panel.
     int64_t panels = 1;
+    // AMX direct-store variants built with LowpLayout::amx_c_streamed: nonzero = this call writes C with
+    // non-temporal stores (the driver checks that C's tile rows are whole, aligned cache lines), zero = with
+    // tile stores. The driver fences (sfence) before the task ends.
+    int64_t stream_c = 0;
 };
 
 // void ukernel(const void* a, const void* b, void* c, const LowpCallArgs* args)   (System V: rdi rsi rdx rcx)
@@ -45,6 +49,7 @@ constexpr int kArgAcc = offsetof(LowpCallArgs, acc);
 constexpr int kArgAStride = offsetof(LowpCallArgs, a_stride);
 constexpr int kArgScale = offsetof(LowpCallArgs, scale);
 constexpr int kArgPanels = offsetof(LowpCallArgs, panels);
+constexpr int kArgStreamC = offsetof(LowpCallArgs, stream_c);
 
 // One microkernel a shape needs: a C tile of rows x cols over one K block of k_len elements. The first block
 // starts from zero (else from the accumulator strip); the last applies the epilogue (else it stores the raw

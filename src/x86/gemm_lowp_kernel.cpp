@@ -11,6 +11,8 @@
 #include <cstring>
 #include <new>
 
+#include <immintrin.h>
+
 #include <sys/mman.h>
 #include <vector>
 
@@ -334,6 +336,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
+    // Non-temporal C stores (LowpLayout::amx_c_streamed) need every tile row to start a cache line.
+    call.stream_c = direct && L.amx_c_streamed && reinterpret_cast<uintptr_t>(ch.c) % 64 == 0 &&
+                    (p_.ldc * c_size) % 64 == 0;
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
@@ -390,6 +395,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
             }
         }
     }
+    // Non-temporal stores are weakly ordered: fenced before the task reports done, so that whoever joins the
+    // threads (or the caller) reads the C they wrote.
+    if (call.stream_c) _mm_sfence();
 }
 
 // What run_chunk does for a chunk of one block of each, without the blocking: B packed for one K block and one
