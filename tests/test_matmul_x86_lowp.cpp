@@ -1032,10 +1032,11 @@ TEST_CASE("x86 lowp AMX: C written with non-temporal stores (aligned rows stream
         EngineGuard e{make_engine("amx", threads)};
         int it = 0;
         for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
-            for (int s = 0; s < 6; ++s, ++it) {
+            for (int s = 0; s < 7; ++s, ++it) {
                 const bool int8 = t != JITMM_DTYPE_BF16;
                 const int64_t esz = int8 ? 1 : 2;
-                // Blocking: small K and N blocks (s 0-2), the planner's own (s 3-5: long K, one K block).
+                // Blocking: small K and N blocks (s 0-2), the planner's own (s 3-6: long K, one K block, three
+                // 1 KB K blocks with A read in place at a 3 KB stride).
                 std::optional<EnvGuard> kc, nc;
                 if (s < 3) {
                     kc.emplace("JITMM_X86_LOWP_KC", int8 ? "128" : "64");
@@ -1045,12 +1046,12 @@ TEST_CASE("x86 lowp AMX: C written with non-temporal stores (aligned rows stream
                 c.a = t;
                 c.b = int8 ? JITMM_DTYPE_S8 : t;
                 c.c = int8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
-                c.m = std::vector<int64_t>{64, 45, 97, 33, 70, 48}[s];
-                c.n = std::vector<int64_t>{256, 200, 330, 1008, 96, 80}[s];
-                c.k = std::vector<int64_t>{384, 640, 200, 4096 + 64, 4096, 1024}[s] / esz;
+                c.m = std::vector<int64_t>{64, 45, 97, 33, 70, 48, 40}[s];
+                c.n = std::vector<int64_t>{256, 200, 330, 1008, 96, 80, 64}[s];
+                c.k = std::vector<int64_t>{384, 640, 200, 4096 + 64, 4096, 1024, 3072}[s] / esz;
                 c.tb = it % 2 == 1;
                 c.batch = s == 1 || s == 4 ? 2 : 1;
-                c.ldc_pad = std::vector<int64_t>{0, 5, 0, 16, 0, 0}[s];
+                c.ldc_pad = std::vector<int64_t>{0, 5, 0, 16, 0, 0, 0}[s];
                 c.lda_pad = s == 4 ? 4096 / esz : s == 2 ? 64 / esz : 0;  // s 4: rows 8 KB apart
                 if (s == 5 && it % 3 == 0) {  // the epilogue variants beside the streamed layout
                     c.c = JITMM_DTYPE_F32;

@@ -288,8 +288,12 @@ int64_t a_tile_lines_per_l1_set(int64_t stride_lines, int64_t row_lines, int row
     const int64_t wraps = row_lines > kSets ? (row_lines + kSets - 1) / kSets : 1;  // long rows cover each set more
     return *std::max_element(count, count + kSets) * wraps;
 }
-// Lines of the A tile one set may hold while the B tiles stream through the other ways (of 12).
-constexpr int64_t kAmxATileWaysPerSet = 6;
+// Lines of the A tile one set may hold while the B tiles stream through the other ways (of 12). 8 (was 6):
+// 1 KB rows (s8/u8 K = 1024, bf16 K = 512) hold 8 lines a set and read in place beat packing A (1 thread,
+// median us of 3 alternated runs, packed -> in place: s8 1024^3 742 -> 667, u8 1024^3 747 -> 664,
+// s8 1024x1024x3072 3139 -> 2887, bf16 512^3 189 -> 180); 16 a set (bf16 1024^3, 2 KB rows) measured 4% slower
+// in place, and long 4 KB K blocks (2048^3, 2048x4096x4096) 1-8% slower (A is not kept in L1 there anyway).
+constexpr int64_t kAmxATileWaysPerSet = 8;
 
 // Splits C over `parts` threads of one batch: m_chunks x n_chunks tile-aligned chunks. Every chunk packs its
 // own columns of B for all of K, and its own rows of A when A is packed, so an N-only split (each thread
