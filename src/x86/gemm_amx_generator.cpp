@@ -21,6 +21,7 @@ constexpr int kStepBytes = 64;      // bytes of K in one A tile row
 constexpr int kBPanelRow = 128;     // bytes of one k group across the 32-column B panel
 constexpr int kBlockRowBytes = 128; // the stack block the epilogue reads: 32 columns of 32-bit sums
 constexpr int64_t kEarlyLoadSteps = 8;  // panels of this many K steps load the next panel before their stores
+constexpr int kPrefetchLinesPerStep = 4;  // LowpCallArgs::prefetch: a 32 x 1 KB A block in 128 K steps
 
 Tmm c_tile(int i, int j) { return Tmm(2 * i + j); }
 Tmm a_tile(int i) { return Tmm(4 + i); }
@@ -169,6 +170,7 @@ private:
             add(r9, rdi);
         }
         mov(r10, kBPanelRow);
+        mov(r11, ptr[rcx + kArgPrefetch]);
         init_c(v.first);
         load_step_tiles();
         Xbyak::Label panel, kloop, kdone, last;
@@ -177,6 +179,7 @@ private:
         L(kloop);
         step_products();  // past the last step, B's pointer is at the next panel's start
         if (stream_) copy_out_rows(copy_rows_per_step_);  // the previous panel's C, while the tiles work
+        prefetch_lines();
         dec(rax);
         jz(kdone, T_NEAR);
         load_step_tiles();
@@ -209,6 +212,16 @@ private:
         }
         pop(r14);
         pop(rbx);
+    }
+
+    // A few lines of LowpCallArgs::prefetch per K step, into L2 (r11 walks the range; nothing once it ends).
+    void prefetch_lines() {
+        Xbyak::Label done;
+        cmp(r11, ptr[rcx + kArgPrefetchEnd]);
+        jae(done, T_NEAR);
+        for (int l = 0; l < kPrefetchLinesPerStep; ++l) prefetcht1(ptr[r11 + l * 64]);
+        add(r11, kPrefetchLinesPerStep * 64);
+        L(done);
     }
 
     void load_step_tiles() {
@@ -307,15 +320,24 @@ private:
     }
 
     // ---- last K block: straight into C, or through the stack block and the vector epilogue ---------------------
+    // (r11 holds the prefetch pointer in panel runs: the second row half is addressed by displacement, or r11
+    // is saved around it where 16 rows of C span more than 32 bits.)
     void store_direct() {
         const int64_t row_bytes = L_.ldc * dtype_size(L_.c_type);
+        const bool far = tm_ == 2 && row_bytes * kTile >= (int64_t(1) << 31) - 2 * kTile * 4;
         mov(rax, row_bytes);
-        if (tm_ == 2) {
+        if (far) {
+            push(r11);
             mov(r11, row_bytes * kTile);
             add(r11, rdx);
         }
         for (int i = 0; i < tm_; ++i)
-            for (int j = 0; j < tn_; ++j) tilestored(ptr[(i == 0 ? rdx : r11) + rax + j * kTile * 4], c_tile(i, j));
+            for (int j = 0; j < tn_; ++j) {
+                if (i == 0) tilestored(ptr[rdx + rax + j * kTile * 4], c_tile(i, j));
+                else if (far) tilestored(ptr[r11 + rax + j * kTile * 4], c_tile(i, j));
+                else tilestored(ptr[rdx + rax + row_bytes * kTile + j * kTile * 4], c_tile(i, j));
+            }
+        if (far) pop(r11);
     }
 
     // Non-temporal C: a panel's four tiles go to the L1 block at rsp, and each C row then gets its two full
