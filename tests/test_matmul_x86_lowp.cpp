@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -1006,6 +1007,58 @@ TEST_CASE("x86 lowp AMX: one call runs a row tile's column panels (strip and dir
                     c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
                 }
                 if (t == JITMM_DTYPE_U8 && s == 1) c.zero_point = 3;  // compensation: the epilogue again
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp AMX: C written with non-temporal stores (aligned rows streamed, others by tile stores)",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    // JITMM_X86_LOWP_STREAM_C=1 turns the streamed stores on at any size. They serve the direct-store variants
+    // (s32 or f32 C, beta 0, no epilogue) where C's rows are whole cache lines (ldc a multiple of 16 elements,
+    // C 64-byte aligned); an ldc of 5 elements over keeps tile stores in the same code, batches move C's
+    // alignment, column tails and epilogue variants never stream. Several K and N blocks (strip phases before
+    // the streamed last one), long 4 KB K blocks, one K block of short panels, A packed (K tails) or read in
+    // place at 4096-byte strides, threads 1-4.
+    EnvGuard stream("JITMM_X86_LOWP_STREAM_C", "1");
+    std::mt19937 rng(7070);
+    for (int threads : {1, 2, 3, 4}) {
+        INFO("threads " << threads);
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+            for (int s = 0; s < 7; ++s, ++it) {
+                const bool int8 = t != JITMM_DTYPE_BF16;
+                const int64_t esz = int8 ? 1 : 2;
+                // Blocking: small K and N blocks (s 0-2), the planner's own (s 3-6: long K, one K block, three
+                // 1 KB K blocks with A read in place at a 3 KB stride).
+                std::optional<EnvGuard> kc, nc;
+                if (s < 3) {
+                    kc.emplace("JITMM_X86_LOWP_KC", int8 ? "128" : "64");
+                    nc.emplace("JITMM_X86_LOWP_NC", s == 1 ? "160" : "96");
+                }
+                Case c;
+                c.a = t;
+                c.b = int8 ? JITMM_DTYPE_S8 : t;
+                c.c = int8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+                c.m = std::vector<int64_t>{64, 45, 97, 33, 70, 48, 40}[s];
+                c.n = std::vector<int64_t>{256, 200, 330, 1008, 96, 80, 64}[s];
+                c.k = std::vector<int64_t>{384, 640, 200, 4096 + 64, 4096, 1024, 3072}[s] / esz;
+                c.tb = it % 2 == 1;
+                c.batch = s == 1 || s == 4 ? 2 : 1;
+                c.ldc_pad = std::vector<int64_t>{0, 5, 0, 16, 0, 0, 0}[s];
+                c.lda_pad = s == 4 ? 4096 / esz : s == 2 ? 64 / esz : 0;  // s 4: rows 8 KB apart
+                if (s == 5 && it % 3 == 0) {  // the epilogue variants beside the streamed layout
+                    c.c = JITMM_DTYPE_F32;
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                }
+                if (t == JITMM_DTYPE_U8 && s == 2) c.zero_point = 3;  // compensation: the epilogue again
                 check_case(e.e, c, rng);
             }
         }

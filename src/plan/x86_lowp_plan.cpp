@@ -26,6 +26,7 @@ constexpr int64_t kAmxLongRowBytes = 4096;  // AMX K block for long K (bytes of 
 constexpr int64_t kAmxDecodeRowBytes = 2048;  // AMX K block with one row tile
 constexpr int64_t kAmxDecodeColumns = 2048;   // AMX B block width with one row tile
 constexpr int64_t kAmxDecodePackedBytes = 512 * 1024;  // AMX, one row tile: a K block of packed B up to this
+constexpr int64_t kAmxStreamedCBytes = int64_t(4) << 20;  // AMX: C from this size written non-temporally
 constexpr int64_t kAmxKeptBBytes = 128 * 1024;  // AMX: a K block of packed B up to this is loaded without T1
 
 struct TileShape {
@@ -287,8 +288,12 @@ int64_t a_tile_lines_per_l1_set(int64_t stride_lines, int64_t row_lines, int row
     const int64_t wraps = row_lines > kSets ? (row_lines + kSets - 1) / kSets : 1;  // long rows cover each set more
     return *std::max_element(count, count + kSets) * wraps;
 }
-// Lines of the A tile one set may hold while the B tiles stream through the other ways (of 12).
-constexpr int64_t kAmxATileWaysPerSet = 6;
+// Lines of the A tile one set may hold while the B tiles stream through the other ways (of 12). 8 (was 6):
+// 1 KB rows (s8/u8 K = 1024, bf16 K = 512) hold 8 lines a set and read in place beat packing A (1 thread,
+// median us of 3 alternated runs, packed -> in place: s8 1024^3 742 -> 667, u8 1024^3 747 -> 664,
+// s8 1024x1024x3072 3139 -> 2887, bf16 512^3 189 -> 180); 16 a set (bf16 1024^3, 2 KB rows) measured 4% slower
+// in place, and long 4 KB K blocks (2048^3, 2048x4096x4096) 1-8% slower (A is not kept in L1 there anyway).
+constexpr int64_t kAmxATileWaysPerSet = 8;
 
 // Splits C over `parts` threads of one batch: m_chunks x n_chunks tile-aligned chunks. Every chunk packs its
 // own columns of B for all of K, and its own rows of A when A is packed, so an N-only split (each thread
@@ -458,6 +463,16 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // s8 256^3 (64 KB) 12.0-12.5 -> 11.2-12.1 us, bf16 256^3 (128 KB) 20.9-21.1 -> 18.8-20.8 us; s8 512^3 (256 KB)
     // even; bf16 512^3 (512 KB) 158-171 -> 182-200 us, where T1 keeps the A tile in L1.
     if (amx) L.amx_b_streamed = kc_groups * 4 * plan.nc > kAmxKeptBBytes;
+    // C written with non-temporal stores where it is large and not read first (beta 0): see
+    // LowpLayout::amx_c_streamed. 1 thread, median us of 3 alternated runs, tile stores -> streamed (copied out
+    // over the next panel's K steps): bf16 1024^3 2077 -> 1881, 2048^3 16333 -> 15522; s8 1024^3 821 -> 807,
+    // 2048^3 7397 -> 7018, 2048x4096x4096 NT 29865 -> 27489 (bf16 even). From 4 MB of C (a 1024^2 f32/s32 C),
+    // where the C of one call no longer fits in L2 twice over. JITMM_X86_LOWP_STREAM_C=0/1 forces it off/on.
+    if (amx && p.beta == 0.0f && !L.swap_ab) {
+        const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
+        L.amx_c_streamed = c_bytes >= double(kAmxStreamedCBytes);
+        if (const char* forced = std::getenv("JITMM_X86_LOWP_STREAM_C")) L.amx_c_streamed = forced[0] == '1';
+    }
     L.acc_ld = round_up(plan.nc, nr) * 4 + 64;
     plan.mc = std::max<int64_t>(L.mr, (l2 / 8) / L.acc_ld / L.mr * L.mr);
     if (const char* forced = std::getenv("JITMM_X86_LOWP_MC"))
@@ -478,9 +493,11 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
     // rows one line apart, which spreads them over every set; a stride that already spreads them (short rows,
     // e.g. 256 bf16 columns: 4 lines per set) is read in place and saves the copy (13% of a 256^3 call).
+    const char* forced_in_place = std::getenv("JITMM_X86_LOWP_A_IN_PLACE");  // 1: skip the set test (measurements)
     if (amx && !amx_short_k &&
         (a_row_bytes % 64 != 0 ||
-         a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet))
+         ((forced_in_place == nullptr || forced_in_place[0] != '1') &&
+          a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet)))
         plan.pack_a = true;
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned
@@ -514,7 +531,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     w.i64('e', static_cast<int64_t>(L.bias) | (static_cast<int64_t>(L.activation) << 8));
     w.i64('Q', static_cast<int64_t>(L.a_scale) | (static_cast<int64_t>(L.b_scale) << 8) |
                    (L.compensate ? 1 << 16 : 0) | (L.int_epilogue ? 1 << 17 : 0) | (L.swap_ab ? 1 << 18 : 0) |
-                   (L.amx_b_streamed ? 1 << 19 : 0));
+                   (L.amx_b_streamed ? 1 << 19 : 0) | (L.amx_c_streamed ? 1 << 20 : 0));
     w.i64('K', kc).i64('M', mc).i64('N', nc).i64('p', (pack_a ? 1 : 0) | (a_panel_ld << 1));
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.b_row_bytes << 1));

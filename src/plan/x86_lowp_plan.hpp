@@ -84,6 +84,11 @@ struct LowpLayout {
     // AMX: B tiles loaded with the T1 hint (streamed past the A tile in L1); off when one K block of packed B is
     // small enough that plain loads, which keep it in L1 for the next row tile, are faster.
     bool amx_b_streamed = true;
+    // AMX, last K block stored straight into C (amx_direct_store) by 32-column panels: the code can also write C
+    // with non-temporal stores (tiles stored to an L1 block, then copied out with vmovntps), chosen per call
+    // (LowpCallArgs::stream_c). For a C far larger than the caches that nobody reads before it leaves them:
+    // a tile store into a cold line first reads it from memory (RFO), doubling C's DRAM traffic.
+    bool amx_c_streamed = false;
     int k_unroll = 4;            // vector steps: k groups per loop iteration
     // VNNI decode with B stored N x K (dot_nt): each C element is a dot product along K of an A row and a B row,
     // both read as 64-byte vectors (B in place, streamed once; A packed with its K padded to 64 bytes), the

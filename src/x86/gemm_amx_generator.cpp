@@ -21,6 +21,7 @@ constexpr int kStepBytes = 64;      // bytes of K in one A tile row
 constexpr int kBPanelRow = 128;     // bytes of one k group across the 32-column B panel
 constexpr int kBlockRowBytes = 128; // the stack block the epilogue reads: 32 columns of 32-bit sums
 constexpr int64_t kEarlyLoadSteps = 8;  // panels of this many K steps load the next panel before their stores
+constexpr int kPrefetchLinesPerStep = 4;  // LowpCallArgs::prefetch: a 32 x 1 KB A block in 128 K steps
 
 Tmm c_tile(int i, int j) { return Tmm(2 * i + j); }
 Tmm a_tile(int i) { return Tmm(4 + i); }
@@ -149,6 +150,17 @@ private:
     void panels(const LowpVariant& v, int64_t steps) {
         push(rbx);
         push(r14);
+        // Streamed C stores go through a block on the stack (see store_streamed); rows of 32-bit displacements.
+        stream_ = v.last && L_.amx_c_streamed && cols_ == 2 * kTile &&
+                  int64_t(2 * kTile) * L_.ldc * dtype_size(L_.c_type) < (int64_t(1) << 31);
+        if (stream_) {
+            push(r12);
+            push(r13);
+            push(r15);
+            reserve_block();
+            xor_(r12, r12);  // no rows waiting to be copied out
+            copy_rows_per_step_ = static_cast<int>((rows_ + steps - 1) / steps);
+        }
         mov(rbx, ptr[rcx + kArgPanels]);
         mov(r14, ptr[rcx + kArgAcc]);
         mov(r8, ptr[rcx + kArgAStride]);
@@ -158,6 +170,7 @@ private:
             add(r9, rdi);
         }
         mov(r10, kBPanelRow);
+        mov(r11, ptr[rcx + kArgPrefetch]);
         init_c(v.first);
         load_step_tiles();
         Xbyak::Label panel, kloop, kdone, last;
@@ -165,6 +178,8 @@ private:
         mov(rax, steps);
         L(kloop);
         step_products();  // past the last step, B's pointer is at the next panel's start
+        if (stream_) copy_out_rows(copy_rows_per_step_);  // the previous panel's C, while the tiles work
+        prefetch_lines();
         dec(rax);
         jz(kdone, T_NEAR);
         load_step_tiles();
@@ -187,8 +202,26 @@ private:
         jmp(panel, T_NEAR);
         L(last);
         store_panel(v.last);
+        if (stream_) {
+            copy_out_rest();
+            release_block();
+            pop(r15);
+            pop(r13);
+            pop(r12);
+            stream_ = false;
+        }
         pop(r14);
         pop(rbx);
+    }
+
+    // A few lines of LowpCallArgs::prefetch per K step, into L2 (r11 walks the range; nothing once it ends).
+    void prefetch_lines() {
+        Xbyak::Label done;
+        cmp(r11, ptr[rcx + kArgPrefetchEnd]);
+        jae(done, T_NEAR);
+        for (int l = 0; l < kPrefetchLinesPerStep; ++l) prefetcht1(ptr[r11 + l * 64]);
+        add(r11, kPrefetchLinesPerStep * 64);
+        L(done);
     }
 
     void load_step_tiles() {
@@ -235,6 +268,17 @@ private:
     }
 
     void store_panel(bool last) {
+        if (last && stream_) {  // the call chooses (LowpCallArgs::stream_c)
+            Xbyak::Label tiles, done;
+            cmp(qword[rcx + kArgStreamC], 0);
+            je(tiles, T_NEAR);
+            store_streamed();
+            jmp(done, T_NEAR);
+            L(tiles);
+            store_direct();
+            L(done);
+            return;
+        }
         if (last) {
             store_direct();
             return;
@@ -276,35 +320,98 @@ private:
     }
 
     // ---- last K block: straight into C, or through the stack block and the vector epilogue ---------------------
+    // (r11 holds the prefetch pointer in panel runs: the second row half is addressed by displacement, or r11
+    // is saved around it where 16 rows of C span more than 32 bits.)
     void store_direct() {
         const int64_t row_bytes = L_.ldc * dtype_size(L_.c_type);
+        const bool far = tm_ == 2 && row_bytes * kTile >= (int64_t(1) << 31) - 2 * kTile * 4;
         mov(rax, row_bytes);
-        if (tm_ == 2) {
+        if (far) {
+            push(r11);
             mov(r11, row_bytes * kTile);
             add(r11, rdx);
         }
         for (int i = 0; i < tm_; ++i)
-            for (int j = 0; j < tn_; ++j) tilestored(ptr[(i == 0 ? rdx : r11) + rax + j * kTile * 4], c_tile(i, j));
+            for (int j = 0; j < tn_; ++j) {
+                if (i == 0) tilestored(ptr[rdx + rax + j * kTile * 4], c_tile(i, j));
+                else if (far) tilestored(ptr[r11 + rax + j * kTile * 4], c_tile(i, j));
+                else tilestored(ptr[rdx + rax + row_bytes * kTile + j * kTile * 4], c_tile(i, j));
+            }
+        if (far) pop(r11);
+    }
+
+    // Non-temporal C: a panel's four tiles go to the L1 block at rsp, and each C row then gets its two full
+    // cache lines with vmovntps (write-combined, no read for ownership: C's lines are never fetched from
+    // memory). The copy-out is spread over the next panel's K steps (copy_out_rows after each step's
+    // products): 32 rows of stores at once fill the store buffer and stall the next panel's products (s8
+    // 1024^3 measured 12% slower than tile stores that way). The rows of C must be 64-byte aligned (the driver
+    // checks) and the panel full width (32 columns, two lines).
+    // Registers: r13 = the next block row to copy, r15 = its C row, r12 = rows still waiting.
+    void store_streamed() {
+        copy_out_rest();  // (a panel of fewer steps than rows) the block is free before it is overwritten
+        mov(rax, kBlockRowBytes);
+        for (int i = 0; i < tm_; ++i)
+            for (int j = 0; j < tn_; ++j)
+                tilestored(ptr[rsp + rax + i * kTile * kBlockRowBytes + j * kTile * 4], c_tile(i, j));
+        mov(r13, rsp);
+        mov(r15, rdx);
+        mov(r12, rows_);
+    }
+    void copy_out_row(int n) {
+        const Xbyak::Zmm lo(2 * (n % 2)), hi(2 * (n % 2) + 1);
+        vmovaps(lo, ptr[r13]);
+        vmovaps(hi, ptr[r13 + 64]);
+        vmovntps(ptr[r15], lo);
+        vmovntps(ptr[r15 + 64], hi);
+        add(r13, kBlockRowBytes);
+        add(r15, static_cast<uint32_t>(L_.ldc * dtype_size(L_.c_type)));
+    }
+    // Up to `rows` waiting rows (none when this call stores C by tiles: r12 stays 0).
+    void copy_out_rows(int rows) {
+        Xbyak::Label done;
+        for (int n = 0; n < rows; ++n) {
+            test(r12, r12);
+            jz(done, T_NEAR);
+            copy_out_row(n);
+            dec(r12);
+        }
+        L(done);
+    }
+    void copy_out_rest() {
+        Xbyak::Label loop, done;
+        L(loop);
+        test(r12, r12);
+        jz(done, T_NEAR);
+        copy_out_row(0);
+        dec(r12);
+        jmp(loop, T_NEAR);
+        L(done);
+    }
+
+    // A 64-byte aligned block of 32 rows x 128 bytes on the stack at rsp; release_block() gives it back.
+    void reserve_block() {
+        push(rbp);
+        mov(rbp, rsp);
+        sub(rsp, 2 * kTile * kBlockRowBytes);
+        and_(rsp, -64);
+    }
+    void release_block() {
+        mov(rsp, rbp);
+        pop(rbp);
+        vzeroupper();
     }
 
     // The accumulator tiles stored to a 64-byte aligned block on the stack (rsp + one block row), where the
     // vector epilogue reads them row by row; release_spill() gives the stack back.
     void spill_accumulators() {
-        push(rbp);
-        mov(rbp, rsp);
-        sub(rsp, 2 * kTile * kBlockRowBytes);
-        and_(rsp, -64);
+        reserve_block();
         mov(rax, kBlockRowBytes);
         for (int i = 0; i < tm_; ++i)
             for (int j = 0; j < tn_; ++j)
                 tilestored(ptr[rsp + rax + i * kTile * kBlockRowBytes + j * kTile * 4], c_tile(i, j));
     }
 
-    void release_spill() {
-        mov(rsp, rbp);
-        pop(rbp);
-        vzeroupper();
-    }
+    void release_spill() { release_block(); }
 
     void epilogue() {
         spill_accumulators();
@@ -386,6 +493,8 @@ private:
     LowpEpilogue epilogue_;
     std::list<Config> configs_;
     int tm_ = 1, tn_ = 1, rows_ = 0, cols_ = 0, tail_ = 0;
+    bool stream_ = false;          // this variant's panels can store C non-temporally (store_streamed)
+    int copy_rows_per_step_ = 1;   // streamed C rows copied out after each K step of the next panel
     int step_bytes_ = kStepBytes;  // this variant's K step (A bytes per tile row)
     int64_t b_skip_ = 0;           // bytes of B panel past a short-stepped K
 };

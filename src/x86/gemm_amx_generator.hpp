@@ -13,6 +13,8 @@
 //   fuse), or tile stores into a stack block that the vector epilogue (gemm_lowp_epilogue.hpp) finishes row
 //   by row into C. Variants without the vector epilogue (strip and direct stores) run args->panels column
 //   panels of one row tile per call, each panel's stores issued after the next panel's first A and B loads.
+//   With LowpLayout::amx_c_streamed the direct stores may instead (per call: LowpCallArgs::stream_c) go to an
+//   L1 block on the stack and out to C with non-temporal stores, a few rows after each K step of the next panel.
 //
 // Each variant also gets a stub that loads its tile configuration (rows and bytes per tile for its row and
 // column tails); the driver calls it when the variant changes within a task and calls the tilerelease stub

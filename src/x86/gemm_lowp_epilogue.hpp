@@ -31,6 +31,14 @@ struct LowpCallArgs {
     // panels of the same row tile one after another (B panels adjacent, C and the strip 32 columns further
     // each). Other variants run one panel.
     int64_t panels = 1;
+    // AMX direct-store variants built with LowpLayout::amx_c_streamed: nonzero = this call writes C with
+    // non-temporal stores (the driver checks that C's tile rows are whole, aligned cache lines), zero = with
+    // tile stores. The driver fences (sfence) before the task ends.
+    int64_t stream_c = 0;
+    // AMX panel runs: bytes [prefetch, prefetch_end) are prefetched into L2, a few lines after each K step (the
+    // A rows of the driver's next row tile, so that their DRAM reads overlap this call's products).
+    const void* prefetch = nullptr;
+    const void* prefetch_end = nullptr;
 };
 
 // void ukernel(const void* a, const void* b, void* c, const LowpCallArgs* args)   (System V: rdi rsi rdx rcx)
@@ -45,6 +53,9 @@ constexpr int kArgAcc = offsetof(LowpCallArgs, acc);
 constexpr int kArgAStride = offsetof(LowpCallArgs, a_stride);
 constexpr int kArgScale = offsetof(LowpCallArgs, scale);
 constexpr int kArgPanels = offsetof(LowpCallArgs, panels);
+constexpr int kArgStreamC = offsetof(LowpCallArgs, stream_c);
+constexpr int kArgPrefetch = offsetof(LowpCallArgs, prefetch);
+constexpr int kArgPrefetchEnd = offsetof(LowpCallArgs, prefetch_end);
 
 // One microkernel a shape needs: a C tile of rows x cols over one K block of k_len elements. The first block
 // starts from zero (else from the accumulator strip); the last applies the epilogue (else it stores the raw

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <new>
 
+#include <immintrin.h>
+
 #include <sys/mman.h>
 #include <vector>
 
@@ -30,6 +32,9 @@ constexpr int64_t kKeepPackedABytes = int64_t(64) << 20;
 // packing a task must be spared for that to pay the extra fork-join (256 KB: ~25 us of packing).
 constexpr int64_t kSharedPanelsBytes = int64_t(64) << 20;
 constexpr int64_t kMinSharedSavingBytes = int64_t(256) << 10;
+// The most bytes of a row tile's A rows prefetched for the next row tile (a 32-row tile of 8 KB rows).
+constexpr int64_t kPrefetchRowTileBytes = int64_t(256) << 10;
+constexpr int64_t kPrefetchMinABytes = int64_t(1) << 20;  // and for an A of at least this (half an L2)
 
 // JITMM_X86_LOWP_SHARE_A=0: every task packs its own panels (measurements).
 bool share_off() {
@@ -330,10 +335,19 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     uint8_t* strip = k_blocks_ > 1 ? scratch<3>(static_cast<size_t>(plan_.mc * L.acc_ld)) : nullptr;
 
     const bool direct = amx && amx_direct_store(L);
+    // Rows of A whole and adjacent (lda = K): a row tile's A is one range (LowpCallArgs::prefetch). Not for
+    // an A that fits in L2, where repeated calls find it anyway (the prefetches only take load slots from the
+    // tile loads; at 256^3 and 512^3 the difference measured within noise, 5 alternated runs).
+    const bool prefetch_rows = amx && !shared_a_panels && !p_.trans_a && p_.lda == p_.k &&
+                               int64_t(mr) * p_.lda * a_size <= kPrefetchRowTileBytes &&
+                               p_.m * p_.lda * a_size >= kPrefetchMinABytes;
     auto runs_panels = [&](Phase phase) { return amx && (direct || (phase != kSingle && phase != kLast)); };
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
+    // Non-temporal C stores (LowpLayout::amx_c_streamed) need every tile row to start a cache line.
+    call.stream_c = direct && L.amx_c_streamed && reinterpret_cast<uintptr_t>(ch.c) % 64 == 0 &&
+                    (p_.ldc * c_size) % 64 == 0;
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
@@ -371,6 +385,14 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
                     if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
+                    // The next row tile's A rows, read from the caller's A next (packed or in place), prefetched
+                    // into L2 by this row tile's first K block's panel runs: their DRAM reads overlap the tile
+                    // products instead of stalling the packer or the first panel.
+                    call.prefetch = call.prefetch_end = nullptr;
+                    if (prefetch_rows && kb == 0 && ir + mr < ch.m1 && (!pack_a || !keep_a || jc == ch.n0)) {
+                        call.prefetch = ch.a + (ir + mr) * p_.lda * a_size;
+                        call.prefetch_end = ch.a + std::min(ch.m1, ir + 2 * mr) * p_.lda * a_size;
+                    }
                     for (int64_t jr = jc, panels = 1; jr < jc + n_cur; jr += panels * nr) {
                         const bool col_tail = jr + nr > p_.n;
                         const int s = slot(row_tail, col_tail, phase);
@@ -390,6 +412,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
             }
         }
     }
+    // Non-temporal stores are weakly ordered: fenced before the task reports done, so that whoever joins the
+    // threads (or the caller) reads the C they wrote.
+    if (call.stream_c) _mm_sfence();
 }
 
 // What run_chunk does for a chunk of one block of each, without the blocking: B packed for one K block and one
