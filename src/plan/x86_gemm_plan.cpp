@@ -246,11 +246,21 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.ldb = plan.pack_b ? nr : p.ldb;
     if (!plan.pack_b && int64_t(L.k_unroll) * p.ldb * 4 >= (int64_t(1) << 31)) L.k_unroll = 1;
 
-    // Small problems (one K block, nothing to pack, a handful of tiles, too little work to share): the
-    // driver's loops would cost as much as the arithmetic, so the whole problem becomes one generated function.
+    // Small problems (one K block, no A to pack, a handful of tiles, too little work to share): the driver's
+    // loops would cost as much as the arithmetic, so the whole problem becomes one generated function. A
+    // transposed B is then packed whole (one block of all its panels) just before that call: a transpose of a
+    // few KB costs less than the driver's block loop it replaces (16x16x16 NT: 0.41 us through the dot kernel,
+    // whose 256 horizontal sums dominate, against the NN single call's 0.08 us).
     const double flops_per_batch = p.flops() / double(p.batch);
-    plan.single_call = !plan.pack_a && !plan.pack_b && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
+    plan.single_call = !plan.pack_a && (!plan.pack_b || p.trans_b) && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
                        flops_per_batch <= kMinFlopsPerThread;
+    if (plan.single_call && plan.pack_b) {
+        // One block: the panels of all of N (no next block to prefetch).
+        plan.nc = round_up(p.n, nr);
+        L.b_prefetch_runs = 0;
+        L.b_prefetch_step = 0;
+        L.b_prefetch_ld = 0;
+    }
     // Each call prefetches the next call's C tile into L2 over its first iterations, so that an epilogue
     // that reads C (every K block after the first) does not wait on memory. Not for the single call, nor
     // where the K loop needs r11 for a step beyond 32 bits. JITMM_X86_CNPF=0 turns it off (tuning knob).
