@@ -332,6 +332,9 @@ TEST_CASE("x86 f32: small problems with a transposed B in one call over B transp
         CHECK(jitmm::plan::dot_family_serves(p, jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1)));
         p.m = 16; p.n = 128; p.k = 128; p.lda = 128; p.ldb = 128; p.ldc = 128;
         CHECK(jitmm::plan::dot_family_serves(p, jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1)));
+        // Many tiles: the single call's inline code would cost JIT time; the driver's variants serve it.
+        p.m = 64; p.n = 64; p.k = 64; p.lda = 64; p.ldb = 64; p.ldc = 64;
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1).single_call);
     }
     std::mt19937 rng(8080);
     const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};

@@ -40,6 +40,9 @@ constexpr double kMinFlopsPerThread = 2.0e6;
 // Or this many bytes of A and B: a memory-bound thread streams them in ~15 microseconds.
 constexpr double kMinBytesPerThread = 256.0 * 1024;
 
+// Tiles of a small problem with a transposed B at most this many for the single generated call (see there).
+constexpr int64_t kMaxTransposedSingleCallTiles = 4;
+
 // Packed A shared by the tasks of a call (2048x4096 fits, 4096x4096 does not).
 constexpr int64_t kMaxSharedABytes = 48ll << 20;
 // One thread keeps a larger A packed for all its N blocks: repacked per N block instead, 4096^3 copies A 8 times
@@ -251,8 +254,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // transposed B is then packed whole (one block of all its panels) just before that call: a transpose of a
     // few KB costs less than the driver's block loop it replaces (16x16x16 NT: 0.41 us through the dot kernel,
     // whose 256 horizontal sums dominate, against the NN single call's 0.08 us).
+    // The single call emits every tile inline, so its JIT time grows with the tiles (64x64x64 NT, 16 tiles: ~22
+    // KB of code, 120-175 us against ~27 us for the driver's variants): a transposed B, new to this path, takes
+    // it only up to kMaxTransposedSingleCallTiles tiles (8^3 .. 32^3, 16x64x64), keeping JIT time near the
+    // dot and driver kernels it replaces.
     const double flops_per_batch = p.flops() / double(p.batch);
-    plan.single_call = !plan.pack_a && (!plan.pack_b || p.trans_b) && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
+    const bool b_fits_single_call = !plan.pack_b || (p.trans_b && m_tiles * n_tiles <= kMaxTransposedSingleCallTiles);
+    plan.single_call = !plan.pack_a && b_fits_single_call && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
                        flops_per_batch <= kMinFlopsPerThread;
     if (plan.single_call && plan.pack_b) {
         // One block: the panels of all of N (no next block to prefetch).
