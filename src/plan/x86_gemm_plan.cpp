@@ -205,7 +205,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // One column panel of densely stored rows (NN, ldb <= 2 nr) is read front to back in place: packing it
     // would only copy it (64x64x16384 1 thread: +10%), and its K blocks need not be short.
     const bool b_rows_in_place = !p.trans_b && n_tiles == 1 && p.ldb <= 2 * nr;
-    plan.pack_b = !b_rows_in_place && (p.trans_b || m_tiles > 4);
+    // A small B as stored (a quarter of L2), beside an A read in place, is read in place too: after the first
+    // row tile it is in L2, where a packed copy would also be read from, so the copy is pure cost (1 thread,
+    // alternating: 128^3 NN 24.2 -> 21.8 us, 256^3 NN 179 -> 170 us). Not for the small problems the single call
+    // serves (its JIT time grows with the tiles).
+    const bool b_small_in_place = !p.trans_b && !plan.pack_a && 4.0 * double(p.k) * double(p.n) <= double(l2) / 4 &&
+                                  p.flops() / double(p.batch) > kMinFlopsPerThread;
+    plan.pack_b = !b_rows_in_place && (p.trans_b || m_tiles > 4) && !b_small_in_place;
     // B read in place from memory (few row tiles, B larger than L2: decode-like shapes): each k step prefetches
     // its B row 16 steps ahead, which the hardware prefetchers alone do not keep up with across that many rows
     // (1 thread: 1x4096x4096 NN 7.7 -> 8.6 GFLOP/s, 1x4096x11008 7.9 -> 8.8, 16x4096x4096 67 -> 71; 8 or 32
@@ -219,8 +225,9 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // of 376; fewer K blocks, fewer C round trips: 14x2 tiles then run 512-long blocks), a quarter where B
     // comes from memory in place.
     const int64_t a_budget = l2_lines || plan.pack_b ? l1 * 5 / 8 : l1 / 4;
-    int64_t kc_limit =
-        (plan.pack_b || b_rows_in_place) ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512) : 32;
+    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place)
+                           ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
+                           : 32;
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(16, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
