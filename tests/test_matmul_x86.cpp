@@ -314,6 +314,157 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
     }
 }
 
+TEST_CASE("x86 f32: small problems with a transposed B in one call over B transposed whole", "[x86][matmul]") {
+    // What the planner does with them: one generated call, B packed whole, and the dot family left to fewer
+    // rows or a longer K.
+    {
+        jitmm::Problem p;
+        p.m = 16; p.n = 16; p.k = 16;
+        p.trans_b = true;
+        p.lda = 16; p.ldb = 16; p.ldc = 16;
+        const auto isa = jitmm::hw::X86Isa::avx512;
+        const auto plan = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1);
+        CHECK(plan.single_call);
+        CHECK(plan.pack_b);
+        CHECK(plan.layout.b_prefetch_runs == 0);
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p, plan));
+        p.m = 4;
+        CHECK(jitmm::plan::dot_family_serves(p, jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1)));
+        p.m = 16; p.n = 128; p.k = 128; p.lda = 128; p.ldb = 128; p.ldc = 128;
+        CHECK(jitmm::plan::dot_family_serves(p, jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1)));
+        // Many tiles: the single call's inline code would cost JIT time; the driver's variants serve it.
+        p.m = 64; p.n = 64; p.k = 64; p.lda = 64; p.ldb = 64; p.ldc = 64;
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1).single_call);
+    }
+    std::mt19937 rng(8080);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -1.0f, 0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2, 3, 4}) {
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {8, 9, 16, 17, 23, 33, 64}) {
+                for (int64_t k : {1, 7, 16, 23, 64}) {
+                    Case c;
+                    c.m = m;
+                    c.n = kOddSizes[(m + k + threads) % 8] + (it % 3 == 0 ? 16 : 0);
+                    c.k = k;
+                    c.tb = true;
+                    c.ta = it % 5 == 4;
+                    c.lda_pad = (it % 3 == 0) ? 5 : 0;
+                    c.ldb_pad = (it % 2 == 0) ? 3 : 0;
+                    c.ldc_pad = (it % 4 == 1) ? 2 : 0;
+                    c.alpha = alphas[(it + threads) % 4];
+                    c.beta = betas[(it / 2 + threads) % 4];
+                    c.epilogue = static_cast<jitmm_epilogue>((it + threads) % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.batch = (it % 3 == 1) ? 1 + it % 5 : 1;  // batches run on threads, each packing its own B
+                    c.share_b = c.batch > 1 && it % 2 == 0;
+                    check_case(e, c, rng);
+                    ++it;
+                }
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+}
+
+namespace {
+
+// One problem run on two engines of `threads` threads, and again on the first: all three results bit-identical.
+void check_bit_identical(int64_t m, int64_t n, int64_t k, int64_t batch, bool trans_b, int threads) {
+    INFO(m << "x" << n << "x" << k << " batch " << batch << (trans_b ? " NT" : " NN") << " threads " << threads);
+    std::mt19937 rng(77);
+    std::uniform_real_distribution<float> uni(-1, 1);
+    std::vector<float> a(batch * m * k), b(batch * n * k), c1(batch * m * n), c2(batch * m * n), c3(batch * m * n);
+    for (auto& x : a) x = uni(rng);
+    for (auto& x : b) x = uni(rng);
+    jitmm_matmul_desc d;
+    jitmm_matmul_desc_init(&d);
+    d.m = m; d.n = n; d.k = k; d.batch_count = batch;
+    d.trans_b = trans_b;
+    d.lda = k; d.ldb = trans_b ? k : n; d.ldc = n;
+    d.stride_a = m * k; d.stride_b = n * k; d.stride_c = m * n;
+    jitmm_matmul_args args;
+    jitmm_matmul_args_init(&args);
+    args.a = a.data(); args.b = b.data();
+    jitmm_engine* e1 = make_engine(nullptr, threads);
+    jitmm_engine* e2 = make_engine(nullptr, threads);
+    args.c = c1.data();
+    REQUIRE(jitmm_matmul(e1, &d, &args) == JITMM_STATUS_SUCCESS);
+    args.c = c2.data();
+    REQUIRE(jitmm_matmul(e2, &d, &args) == JITMM_STATUS_SUCCESS);
+    args.c = c3.data();
+    REQUIRE(jitmm_matmul(e1, &d, &args) == JITMM_STATUS_SUCCESS);
+    REQUIRE(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+    REQUIRE(std::memcmp(c1.data(), c3.data(), c1.size() * sizeof(float)) == 0);
+    jitmm_engine_destroy(e1);
+    jitmm_engine_destroy(e2);
+}
+
+}  // namespace
+
+TEST_CASE("x86 f32: small NT single calls and small in-place B are bit-identical for a thread count", "[x86][matmul]") {
+    for (int threads : {1, 2, 3, 4}) {
+        check_bit_identical(16, 21, 19, 6, true, threads);   // transposed B, one call per batch
+        check_bit_identical(200, 129, 200, 2, false, threads);  // B read in place, M x N partition
+    }
+}
+
+TEST_CASE("x86 f32: a small B as stored read in place beside an A in place", "[x86][matmul]") {
+    {
+        jitmm::hw::CpuInfo cpu;
+        cpu.l1d_bytes = 48 * 1024;
+        cpu.l2_bytes = 2048 * 1024;
+        jitmm::Problem p;
+        p.m = 128; p.n = 128; p.k = 128;
+        p.lda = 128; p.ldb = 128; p.ldc = 128;
+        const auto isa = jitmm::hw::X86Isa::avx512;
+        auto plan = jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, 1);
+        CHECK_FALSE(plan.pack_b);
+        CHECK_FALSE(plan.pack_a);
+        CHECK_FALSE(plan.single_call);
+        CHECK(plan.kc == 128);  // one K block, as when B was packed
+        p.trans_b = true;       // a transposed B is still packed
+        CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, 1).pack_b);
+        p.trans_b = false;
+        p.n = p.ldb = p.ldc = 2048;  // B of 1 MB: more than a quarter of L2, packed
+        CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, 1).pack_b);
+    }
+    std::mt19937 rng(5150);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -1.0f, 0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2, 3, 4}) {
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {65, 127, 200}) {
+                for (int64_t n : {63, 129, 300}) {
+                    Case c;
+                    c.m = m;
+                    c.n = n;
+                    c.k = it % 2 ? 129 : 200;
+                    c.ta = it % 4 == 3;
+                    c.lda_pad = (it % 3 == 0) ? 7 : 0;
+                    c.ldb_pad = (it % 2 == 0) ? 5 : 0;
+                    c.ldc_pad = (it % 4 == 1) ? 3 : 0;
+                    c.alpha = alphas[(it + threads) % 4];
+                    c.beta = betas[(it / 2 + threads) % 4];
+                    c.epilogue = static_cast<jitmm_epilogue>((it * 3 + threads) % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.batch = (it % 3 == 1) ? 3 : 1;
+                    c.share_b = c.batch > 1 && it % 2 == 0;
+                    check_case(e, c, rng);
+                    ++it;
+                }
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+}
+
 namespace {
 
 // A plain problem as the planners see it (tight leading dimensions).
@@ -328,8 +479,9 @@ jitmm::Problem plain_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb) 
 // The number of K parts the planner picks for this shape and thread count, whichever family serves it.
 int planned_k_splits(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm::hw::X86Isa isa, int threads) {
     const jitmm::Problem p = plain_problem(m, n, k, ta, tb);
-    if (jitmm::plan::dot_family_fits(p)) return jitmm::plan::plan_x86_gemm_f32_dot(p, isa, threads).k_splits;
-    return jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, threads).k_splits;
+    const auto gemm = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, threads);
+    if (jitmm::plan::dot_family_serves(p, gemm)) return jitmm::plan::plan_x86_gemm_f32_dot(p, isa, threads).k_splits;
+    return gemm.k_splits;
 }
 
 }  // namespace

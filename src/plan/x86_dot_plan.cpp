@@ -24,6 +24,14 @@ constexpr DotTile kAvx2DotTiles[] = {{1, 10}, {2, 5}, {3, 3}};
 
 bool dot_family_fits(const Problem& p) { return p.trans_b && !p.trans_a && p.m <= 16; }
 
+// Measured at 1 thread against the dot kernel (0.41 -> 0.16 us at 16x16x16, 0.45 -> 0.32 at 8x32x32, 1.9 ->
+// 1.2 at 16x64x64), where the transpose is a small part of the call; fewer rows (1x64x64: 0.18 -> 0.54 us,
+// 4x16x16: 0.15 -> 0.16) or a longer K (16x128x128: 4.9 -> 5.1) read B once either way and keep the dot kernel.
+bool dot_family_serves(const Problem& p, const X86GemmPlan& gemm) {
+    if (!dot_family_fits(p)) return false;
+    return !(gemm.single_call && gemm.pack_b && p.m >= 8 && p.k <= 64);
+}
+
 X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, hw::X86Isa isa, int num_threads) {
     X86DotPlan plan;
     auto& L = plan.layout;

@@ -5,6 +5,7 @@
 #include "core/key.hpp"
 #include "core/problem.hpp"
 #include "hw/cpu.hpp"
+#include "plan/x86_gemm_plan.hpp"
 #include "x86/gemm_f32_dot_generator.hpp"
 
 #include <string>
@@ -25,6 +26,11 @@ struct X86DotPlan {
 // The dot family serves B^T (stored N x K) with A as stored and few rows: each B row is then read once,
 // contiguously, instead of being transposed into panels.
 bool dot_family_fits(const Problem& p);
+
+// Whether the dot family serves p, given the broadcast family's plan for it: it fits, and p is not a small
+// problem of 8 rows or more and a short K that the broadcast family runs as one generated call over B
+// transposed whole (there the dot kernel's horizontal sums cost more than the transpose).
+bool dot_family_serves(const Problem& p, const X86GemmPlan& gemm);
 
 X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, hw::X86Isa isa, int num_threads);
 

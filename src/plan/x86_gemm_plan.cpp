@@ -40,6 +40,9 @@ constexpr double kMinFlopsPerThread = 2.0e6;
 // Or this many bytes of A and B: a memory-bound thread streams them in ~15 microseconds.
 constexpr double kMinBytesPerThread = 256.0 * 1024;
 
+// Tiles of a small problem with a transposed B at most this many for the single generated call (see there).
+constexpr int64_t kMaxTransposedSingleCallTiles = 4;
+
 // Packed A shared by the tasks of a call (2048x4096 fits, 4096x4096 does not).
 constexpr int64_t kMaxSharedABytes = 48ll << 20;
 // One thread keeps a larger A packed for all its N blocks: repacked per N block instead, 4096^3 copies A 8 times
@@ -202,7 +205,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // One column panel of densely stored rows (NN, ldb <= 2 nr) is read front to back in place: packing it
     // would only copy it (64x64x16384 1 thread: +10%), and its K blocks need not be short.
     const bool b_rows_in_place = !p.trans_b && n_tiles == 1 && p.ldb <= 2 * nr;
-    plan.pack_b = !b_rows_in_place && (p.trans_b || m_tiles > 4);
+    // A small B as stored (a quarter of L2), beside an A read in place, is read in place too: after the first
+    // row tile it is in L2, where a packed copy would also be read from, so the copy is pure cost (1 thread,
+    // alternating: 128^3 NN 24.2 -> 21.8 us, 256^3 NN 179 -> 170 us). Not for the small problems the single call
+    // serves (its JIT time grows with the tiles).
+    const bool b_small_in_place = !p.trans_b && !plan.pack_a && 4.0 * double(p.k) * double(p.n) <= double(l2) / 4 &&
+                                  p.flops() / double(p.batch) > kMinFlopsPerThread;
+    plan.pack_b = !b_rows_in_place && (p.trans_b || m_tiles > 4) && !b_small_in_place;
     // B read in place from memory (few row tiles, B larger than L2: decode-like shapes): each k step prefetches
     // its B row 16 steps ahead, which the hardware prefetchers alone do not keep up with across that many rows
     // (1 thread: 1x4096x4096 NN 7.7 -> 8.6 GFLOP/s, 1x4096x11008 7.9 -> 8.8, 16x4096x4096 67 -> 71; 8 or 32
@@ -216,8 +225,9 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // of 376; fewer K blocks, fewer C round trips: 14x2 tiles then run 512-long blocks), a quarter where B
     // comes from memory in place.
     const int64_t a_budget = l2_lines || plan.pack_b ? l1 * 5 / 8 : l1 / 4;
-    int64_t kc_limit =
-        (plan.pack_b || b_rows_in_place) ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512) : 32;
+    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place)
+                           ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
+                           : 32;
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(16, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
@@ -246,11 +256,26 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.ldb = plan.pack_b ? nr : p.ldb;
     if (!plan.pack_b && int64_t(L.k_unroll) * p.ldb * 4 >= (int64_t(1) << 31)) L.k_unroll = 1;
 
-    // Small problems (one K block, nothing to pack, a handful of tiles, too little work to share): the
-    // driver's loops would cost as much as the arithmetic, so the whole problem becomes one generated function.
+    // Small problems (one K block, no A to pack, a handful of tiles, too little work to share): the driver's
+    // loops would cost as much as the arithmetic, so the whole problem becomes one generated function. A
+    // transposed B is then packed whole (one block of all its panels) just before that call: a transpose of a
+    // few KB costs less than the driver's block loop it replaces (16x16x16 NT: 0.41 us through the dot kernel,
+    // whose 256 horizontal sums dominate, against the NN single call's 0.08 us).
+    // The single call emits every tile inline, so its JIT time grows with the tiles (64x64x64 NT, 16 tiles: ~22
+    // KB of code, 120-175 us against ~27 us for the driver's variants): a transposed B, new to this path, takes
+    // it only up to kMaxTransposedSingleCallTiles tiles (8^3 .. 32^3, 16x64x64), keeping JIT time near the
+    // dot and driver kernels it replaces.
     const double flops_per_batch = p.flops() / double(p.batch);
-    plan.single_call = !plan.pack_a && !plan.pack_b && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
+    const bool b_fits_single_call = !plan.pack_b || (p.trans_b && m_tiles * n_tiles <= kMaxTransposedSingleCallTiles);
+    plan.single_call = !plan.pack_a && b_fits_single_call && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
                        flops_per_batch <= kMinFlopsPerThread;
+    if (plan.single_call && plan.pack_b) {
+        // One block: the panels of all of N (no next block to prefetch).
+        plan.nc = round_up(p.n, nr);
+        L.b_prefetch_runs = 0;
+        L.b_prefetch_step = 0;
+        L.b_prefetch_ld = 0;
+    }
     // Each call prefetches the next call's C tile into L2 over its first iterations, so that an epilogue
     // that reads C (every K block after the first) does not wait on memory. Not for the single call, nor
     // where the K loop needs r11 for a step beyond 32 bits. JITMM_X86_CNPF=0 turns it off (tuning knob).

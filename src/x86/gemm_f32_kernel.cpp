@@ -78,7 +78,8 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
                 t.variant.cols = static_cast<int>(std::min<int64_t>(nr, p.n - jr));
                 t.variant.k_len = p.k;
                 t.a_offset = (p.trans_a ? ir : ir * p.lda) * 4;
-                t.b_offset = jr * 4;
+                // A packed B (trans_b) is one block of [k][nr] panels.
+                t.b_offset = (plan.pack_b ? jr / nr * p.k * nr : jr) * 4;
                 t.c_offset = (ir * p.ldc + jr) * 4;
                 t.bias_offset = (p.bias == BiasKind::per_column ? jr : p.bias == BiasKind::per_row ? ir : 0) * 4;
                 whole.push_back(t);
@@ -139,8 +140,16 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     const auto* bias = static_cast<const float*>(args.bias);
     if (whole_) {
         // One generated call per batch: nothing else between the caller and the arithmetic.
+        // A transposed B is first packed whole into this thread's panels (plan: single_call with pack_b).
         auto one_batch = [&](int64_t t) {
-            whole_(a + t * p_.stride_a, b + t * p_.stride_b, c + t * p_.stride_c, bias, a, a, c);
+            const float* b_batch = b + t * p_.stride_b;
+            if (plan_.pack_b) {
+                const int nr = plan_.nr();
+                float* panels = pack_buffer<1>(static_cast<size_t>(ceil_div(p_.n, nr) * nr * p_.k));
+                pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, panels);
+                b_batch = panels;
+            }
+            whole_(a + t * p_.stride_a, b_batch, c + t * p_.stride_c, bias, a, a, c);
         };
         if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for(p_.batch, one_batch);
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
