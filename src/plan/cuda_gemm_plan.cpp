@@ -356,7 +356,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
     // of rows instead of 2-element pieces of 8 rows (half of every 32-byte sector per store). Only without M/N
     // tails and with 16-byte C rows, and where the stages' shared memory holds every warp's padded C tile.
     const int64_t ec = dtype_size(p.c_type);
-    const int64_t warp_c_bytes = int64_t{plan.bm / plan.warps_m} * ((plan.bn / plan.warps_n) * ec + 16);
+    const int64_t warp_c_bytes = int64_t{plan.bm / plan.warps_m} * plan.staged_c_row_bytes(ec);
     plan.c_staged = plan.c_pairs && plan.a_path == OperandPath::cp_async && plan.b_path == OperandPath::cp_async &&
                     p.m % plan.bm == 0 && p.n % plan.bn == 0 && (p.ldc * ec) % 16 == 0 &&
                     (p.batch == 1 || (p.stride_c * ec) % 16 == 0) && (plan.bn / plan.warps_n) * ec % 16 == 0 &&

@@ -57,6 +57,9 @@ struct CudaGemmPlan {
 
     int threads() const;
     int64_t smem_bytes(int element_bytes) const;
+    // tiled, C staged: a warp's C tile row in shared memory, padded by 16 bytes (the 8 rows of one fragment
+    // store fall in different banks).
+    int64_t staged_c_row_bytes(int64_t c_element_bytes) const { return (bn / warps_n) * c_element_bytes + 16; }
     // gemv: the warps' rings, each stage 16 weight rows and M rounded up to 8 rows of A.
     int64_t gemv_smem_bytes(int64_t m) const;
     std::string describe() const;

@@ -524,15 +524,22 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
         os << "    }\n  }\n";
     }
 
+    // One CTA per tile (grouped rows of tiles, see above), batches over y and z.
+    out.grid[0] = tiles_m * tiles_n;
+    out.grid[1] = std::min<int64_t>(p.batch, 65535);
+    out.grid[2] = ceil_div(p.batch, 65535);
+    out.block = threads;
+    out.smem_bytes = plan.smem_bytes(static_cast<int>(e));
+
     if (plan.c_staged) {
         // Epilogue through shared memory (no tails, 16-byte C rows): each warp writes its finished values into
         // its own padded tile, then stores whole 16-byte pieces of rows (a warp instruction covers whole
         // sectors of a few rows instead of 4 bytes of 8 rows). The padding (16 bytes a row) puts the 8 rows
         // of one fragment store in different banks.
-        os << R"(
-  // epilogue through shared memory: finished values into this warp's padded tile, then 16-byte row pieces
-  constexpr int C_ROW = WN * EC + 16, C_CHUNKS = WN * EC / 16;
-  cp_async_wait<0>();
+        os << "\n  // epilogue through shared memory: finished values into this warp's padded tile, then 16-byte row pieces\n";
+        os << "  constexpr int C_ROW = " << plan.staged_c_row_bytes(ec)
+           << ", C_CHUNKS = WN * EC / 16;  // C_ROW: WN * EC + 16, rows padded off the banks of the next\n";
+        os << R"(  cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages
   unsigned char* const c_tile = smem + warp * (WM * C_ROW);
   const int g = lane >> 2, t = lane & 3;
@@ -556,11 +563,6 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
   }
 }
 )";
-        out.grid[0] = tiles_m * tiles_n;
-        out.grid[1] = std::min<int64_t>(p.batch, 65535);
-        out.grid[2] = ceil_div(p.batch, 65535);
-        out.block = threads;
-        out.smem_bytes = plan.smem_bytes(static_cast<int>(e));
         return;
     }
 
@@ -582,12 +584,6 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
         os << "        " << (tail_n ? "if (col + 1 < N) " : "") << "c_store(c + EC, finish(v1, c + EC, row, col + 1, bias));\n";
     }
     os << "      }\n}\n";
-
-    out.grid[0] = tiles_m * tiles_n;
-    out.grid[1] = std::min<int64_t>(p.batch, 65535);
-    out.grid[2] = ceil_div(p.batch, 65535);
-    out.block = threads;
-    out.smem_bytes = plan.smem_bytes(static_cast<int>(e));
 }
 // ---------------------------------------------------------------------------------------------------
 // Skinny family (M <= 16, B stored N x K): C^T = B^T A^T on the tensor cores, B^T's rows in the mma's 16-row
