@@ -1483,6 +1483,39 @@ TEST_CASE("cuda sm90: CTA pairs sharing B against float64", "[cuda]") {
     unsetenv("JITMM_CUDA_TILE");
 }
 
+// A partial last tile row (column) reads only the rows of A (B) inside the matrix: K-major operands through a
+// second tensor map whose box is exactly the tail's height, M/N-major ones by skipping 64-element boxes past
+// the edge; the stage rows left stale reach only C rows and columns that are never stored. Tails of one row
+// and column, of 63, and of a whole 64-row half, in every layout, with batches, epilogues, s8 and fp8.
+TEST_CASE("cuda sm90: partial last tiles read only what lies inside the operands", "[cuda]") {
+    constexpr const char* kSm90 = "cuda_sm90_wgmma";
+    std::vector<Case> cases;
+    for (int layout = 0; layout < 4; ++layout) {
+        Case one{129, 193, 200, 1 + layout % 2, (layout & 2) != 0, (layout & 1) != 0, JITMM_DTYPE_BF16,
+                 layout < 2 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32};
+        one.beta = 0.5f, one.bias = BiasKind::per_column, one.act = Activation::gelu_tanh;
+        cases.push_back(one);
+        Case half{192, 127, 320, 1, (layout & 2) != 0, (layout & 1) != 0, JITMM_DTYPE_F16, JITMM_DTYPE_F16};
+        half.bias = BiasKind::per_row;
+        cases.push_back(half);
+    }
+    Case s8{191, 65, 512, 2, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    s8.beta = 1.0f;
+    cases.push_back(s8);
+    Case fp8{130, 260, 256, 1, false, true, JITMM_DTYPE_F8_E4M3, JITMM_DTYPE_BF16};
+    fp8.a_scale = jitmm::ScaleMode::per_row, fp8.b_scale = jitmm::ScaleMode::per_column;
+    if (sm90_device()) cases.push_back(fp8);
+    for (Case& c : cases) c.want_generator = kSm90, c.run_twice = true;
+    setenv("JITMM_CUDA_TILE", "sm90:128x64x8", 1);
+    run_cases(cases);
+    // The same tails split along K, and with ping-pong consumers.
+    setenv("JITMM_CUDA_TILE", "sm90:128x64x8x1x2", 1);
+    run_cases(cases);
+    setenv("JITMM_CUDA_TILE", "sm90p:128x64x6", 1);
+    run_cases(cases);
+    unsetenv("JITMM_CUDA_TILE");
+}
+
 // jitmm_tune on the GPU: every candidate timed, the winner persisted beside the kernel cache, and a later
 // engine on the same folder plans the problem with it (and computes it right).
 TEST_CASE("cuda sm90: jitmm_tune persists the fastest recipe for later engines", "[cuda]") {

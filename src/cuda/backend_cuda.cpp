@@ -386,11 +386,23 @@ private:
         CUtensorMap map_c{};
         if (sm90_->c_tma)
             map_c = encode_c_tensor_map(drv, args.c, p_.c_type, p_.m, p_.n, p_.ldc, p_.batch, p_.stride_c, 64);
+        // The last, partial tile row of A (column of B) is read through maps whose box is exactly that high.
+        CUtensorMap map_a_tail{}, map_b_tail{};
+        if (const int64_t rows = sm90_->a_tail_rows(p_); rows > 0) {
+            TmaOperand tail = sm90_operand(p_, *sm90_, true);
+            tail.box_rows = static_cast<int>(rows);
+            map_a_tail = encode_tensor_map(drv, a, tail);
+        }
+        if (const int64_t rows = sm90_->b_tail_rows(p_); rows > 0) {
+            TmaOperand tail = sm90_operand(p_, *sm90_, false);
+            tail.box_rows = static_cast<int>(rows);
+            map_b_tail = encode_tensor_map(drv, b, tail);
+        }
         void* c = args.c;
         const void* bias = args.bias;
         const float* a_scales = args.a_scales;
         const float* b_scales = args.b_scales;
-        void* params[] = {&map_a, &map_b, &map_c, &c, &bias, &a_scales, &b_scales, &ws};
+        void* params[] = {&map_a, &map_b, &map_c, &map_a_tail, &map_b_tail, &c, &bias, &a_scales, &b_scales, &ws};
         main_.launch(params, args.stream);
     }
 

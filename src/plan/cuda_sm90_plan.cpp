@@ -223,6 +223,10 @@ void Sm90GemmPlan::append_key(KeyWriter& w) const {
     w.i64('o', a_shared).i64('o', b_shared).i64('q', pingpong);
 }
 
+int64_t Sm90GemmPlan::a_tail_rows(const Problem& p) const { return a_k_major ? p.m % bm : 0; }
+
+int64_t Sm90GemmPlan::b_tail_rows(const Problem& p) const { return b_k_major && cluster_m == 1 ? p.n % bn : 0; }
+
 int64_t Sm90GemmPlan::tiles(const Problem& p) const { return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch; }
 
 int64_t Sm90GemmPlan::units(const Problem& p) const {

@@ -61,6 +61,13 @@ struct Sm90GemmPlan {
     int64_t staged_bytes(const Problem& p, bool a) const;
     int64_t staged_offset(const Problem& p, bool a) const;
     int64_t workspace_bytes(const Problem& p) const;
+    // Rows of A's last, partial tile row, for a K-major A: read through a second tensor map whose box is exactly
+    // that high, so that no box of A reaches past M (the copy engine fills out-of-bounds rows slowly: H100,
+    // 128x64 tiles, 4096x4096 weights, M = 129 / 192 / 256: 37.5 / 30.5 / 20.1 us). The stage rows below it keep
+    // stale data, which reaches only C rows past M (never stored). 0 when M fills its last tile or A is M-major.
+    int64_t a_tail_rows(const Problem& p) const;
+    // The same for a K-major B's last, partial tile column (CTA pairs, which split B's tile, keep the full box).
+    int64_t b_tail_rows(const Problem& p) const;
     int64_t tiles(const Problem& p) const;  // C tiles over all batches
     int64_t units(const Problem& p) const;  // work units the persistent grid walks
     std::string describe() const;

@@ -342,7 +342,8 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     os << "extern \"C\" __global__ void ";
     if (cluster > 1) os << "__cluster_dims__(" << cluster << ", 1, 1) ";
     os << "__launch_bounds__(" << plan.threads() << ", 1) " << out.name
-       << "(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, const __grid_constant__ TmaMap tma_c, void* __restrict__ c_ptr, "
+       << "(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b, const __grid_constant__ TmaMap tma_c, "
+          "const __grid_constant__ TmaMap tma_a_tail, const __grid_constant__ TmaMap tma_b_tail, void* __restrict__ c_ptr, "
           "const void* __restrict__ bias_ptr, const float* __restrict__ a_scales, const float* __restrict__ b_scales, "
           "Acc* __restrict__ ws) {\n";
     os << R"(  extern __shared__ unsigned char smem_raw[];
@@ -375,20 +376,49 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     for (int u = first_unit; u < UNITS; u += unit_step) {
       int m0, n0, batch, tile, split, kb0, kb1;
       unit_coords(u, rank, m0, n0, batch, tile, split, kb0, kb1);
-      for (int kb = kb0; kb < kb1; ++kb) {
+)";
+    // A partial last tile loads only the rows (K-major: through the tail map, whose box is that high) or the
+    // 64-element boxes (M/N-major) that lie inside the matrix, and expects only their bytes: the copy engine's
+    // out-of-bounds fill is slow. The stage rows it skips keep stale data, which reaches only C rows and
+    // columns that are never stored.
+    const bool b_tail = tail_n && cluster == 1;
+    if (tail_m) os << "      const int a_rows = M - m0 < BM ? (M - m0 > 0 ? M - m0 : 0) : BM;  // rows of the tile inside A\n";
+    if (b_tail) os << "      const int b_rows = N - n0 < BN ? N - n0 : BN;  // rows (columns of C) of the tile inside B\n";
+    const std::string a_bytes = !tail_m        ? "A_STAGE"
+                                : plan.a_k_major ? "a_rows * 128u"
+                                                 : "(a_rows + 63) / 64 * (BK * 128u)";
+    const std::string b_bytes = !b_tail        ? "B_STAGE"
+                                : plan.b_k_major ? "b_rows * 128u"
+                                                 : "(b_rows + 63) / 64 * (BK * 128u)";
+    os << "      const u32 tx = " << a_bytes << " + " << b_bytes << ";  // bytes a stage receives\n";
+    os << R"(      for (int kb = kb0; kb < kb1; ++kb) {
         mbar_wait(empty_bar + 8 * s, phase ^ 1u);       // the consumers (of both CTAs of a pair) released it
         const u32 bar = full_bar + 8 * s, sa = base + s * STAGE_BYTES, sb = sa + A_STAGE;
-        mbar_expect_tx(bar, STAGE_BYTES);               // out-of-bounds parts are zero-filled and still counted
+        mbar_expect_tx(bar, tx);
 )";
     // A shared operand (batch stride 0) is read at batch 0 by every batch.
     const std::string a_batch = plan.a_shared ? "0" : "batch", b_batch = plan.b_shared ? "0" : "batch";
-    if (plan.a_k_major) os << "        tma_load(sa, &tma_a, bar, kb * BK, m0, " << a_batch << ");\n";
-    else
-        os << "#pragma unroll\n        for (int j = 0; j < BM / 64; ++j) tma_load(sa + j * BK * 128, &tma_a, bar, m0 + 64 * j, kb * BK, " << a_batch << ");\n";
+    if (plan.a_k_major && !tail_m) {
+        os << "        tma_load(sa, &tma_a, bar, kb * BK, m0, " << a_batch << ");\n";
+    } else if (plan.a_k_major) {
+        os << "        if (a_rows == BM) tma_load(sa, &tma_a, bar, kb * BK, m0, " << a_batch << ");\n";
+        os << "        else if (a_rows > 0) tma_load(sa, &tma_a_tail, bar, kb * BK, m0, " << a_batch << ");\n";
+    } else {
+        os << "#pragma unroll\n        for (int j = 0; j < BM / 64; ++j)\n          "
+           << (tail_m ? "if (64 * j < a_rows) " : "") << "tma_load(sa + j * BK * 128, &tma_a, bar, m0 + 64 * j, kb * BK, "
+           << a_batch << ");\n";
+    }
     if (cluster == 1) {
-        if (plan.b_k_major) os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, " << b_batch << ");\n";
-        else
-            os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j) tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, " << b_batch << ");\n";
+        if (plan.b_k_major && !b_tail) {
+            os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, " << b_batch << ");\n";
+        } else if (plan.b_k_major) {
+            os << "        if (b_rows == BN) tma_load(sb, &tma_b, bar, kb * BK, n0, " << b_batch << ");\n";
+            os << "        else tma_load(sb, &tma_b_tail, bar, kb * BK, n0, " << b_batch << ");\n";
+        } else {
+            os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j)\n          "
+               << (b_tail ? "if (64 * j < b_rows) " : "") << "tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, "
+               << b_batch << ");\n";
+        }
     } else {
         // This CTA's share of B, written into both CTAs of the pair.
         os << "        // B: this CTA loads its half and multicasts it to the pair\n";

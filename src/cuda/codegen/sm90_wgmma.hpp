@@ -14,7 +14,7 @@
 namespace jitmm::cuda {
 
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
-constexpr int kSm90GeneratorVersion = 8;
+constexpr int kSm90GeneratorVersion = 9;
 
 // The kernel's parameters are (const __grid_constant__ CUtensorMap tma_a, ... tma_b, ... tma_c, void* c,
 // const void* bias, const float* a_scales, const float* b_scales, void* ws); ws (split K only) holds
