@@ -1486,7 +1486,8 @@ TEST_CASE("cuda sm90: CTA pairs sharing B against float64", "[cuda]") {
 // A partial last tile row (column) reads only the rows of A (B) inside the matrix: K-major operands through a
 // second tensor map whose box is exactly the tail's height, M/N-major ones by skipping 64-element boxes past
 // the edge; the stage rows left stale reach only C rows and columns that are never stored. Tails of one row
-// and column, of 63, and of a whole 64-row half, in every layout, with batches, epilogues, s8 and fp8.
+// and column, of 63, and of a whole 64-row half, in every layout, with batches, epilogues, s8 and fp8, on
+// 64-, 128- and 192-wide tiles.
 TEST_CASE("cuda sm90: partial last tiles read only what lies inside the operands", "[cuda]") {
     constexpr const char* kSm90 = "cuda_sm90_wgmma";
     std::vector<Case> cases;
@@ -1512,6 +1513,11 @@ TEST_CASE("cuda sm90: partial last tiles read only what lies inside the operands
     setenv("JITMM_CUDA_TILE", "sm90:128x64x8x1x2", 1);
     run_cases(cases);
     setenv("JITMM_CUDA_TILE", "sm90p:128x64x6", 1);
+    run_cases(cases);
+    // 192-wide tiles (three 64-column boxes of an N-major B, C stored in one or two passes).
+    setenv("JITMM_CUDA_TILE", "sm90:128x192x4", 1);
+    run_cases(cases);
+    setenv("JITMM_CUDA_TILE", "sm90:64x192x6", 1);
     run_cases(cases);
     unsetenv("JITMM_CUDA_TILE");
 }
