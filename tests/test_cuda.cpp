@@ -888,6 +888,19 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
     CHECK(pdeep.smem_bytes() <= h100.smem_per_block_optin);
     CHECK(pbig.stages == 3);
     CHECK(pbig.c_cols() == pbig.bn);
+    // Ragged waves: 128x192 tiles fill one wave where 128x256 leaves 60 SMs idle (72 tiles) and 128x128 makes
+    // two (144); not with an f32 C or a GELU epilogue (the heavier share of C per consumer measured slower).
+    Case ragged{384, 6144, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    const auto pragged = jitmm::plan::plan_sm90_gemm(problem_of(ragged), h100);
+    CHECK((pragged.bm == 128 && pragged.bn == 192));
+    ragged.out = JITMM_DTYPE_F32;
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(ragged), h100).bn != 192);
+    ragged.out = JITMM_DTYPE_BF16, ragged.bias = BiasKind::per_column, ragged.act = Activation::gelu_tanh;
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(ragged), h100).bn != 192);
+    // 128x256 over at most two waves: the fourth stage (112 tiles of 256x14336x4096).
+    Case few_waves{256, 14336, 4096, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    const auto pfew = jitmm::plan::plan_sm90_gemm(problem_of(few_waves), h100);
+    CHECK((pfew.bn == 256 && pfew.stages == 4 && pfew.smem_bytes() <= h100.smem_per_block_optin));
 }
 
 TEST_CASE("cuda: planner picks the family and operand paths the shape calls for", "[cuda-compile]") {

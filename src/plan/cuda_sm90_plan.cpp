@@ -119,6 +119,19 @@ bool apply_pingpong_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarge
     return true;
 }
 
+bool costly_activation(const Problem& p) {
+    return p.activation == Activation::gelu_tanh || p.activation == Activation::gelu_erf ||
+           p.activation == Activation::silu;
+}
+
+// The 192-wide tiles pay where their epilogue is light: 16-bit operands and C (one pass of the shared C tile)
+// and no GELU or SiLU. With an f32 C (two passes) or a costly activation their consumers' larger share of C
+// measured slower than 128x128 (H100, 384x4096x4096 f16 -> f32 with bias+GELU: 64x192 35.3 us, 128x128
+// 28.3), and fp8 preferred 128x128 too (384x14336x4096 -> bf16: 41.9 against 39.0).
+bool wide_tile_fits(const Problem& p) {
+    return dtype_size(p.a_type) == 2 && dtype_size(p.c_type) == 2 && !costly_activation(p);
+}
+
 // A GELU or SiLU epilogue (an exponential and a reciprocal per element on the special-function unit) over a
 // short K is a large share of a tile's time that the shared-tile consumers spend with the tensor cores idle;
 // ping-pong consumers run it under the other's main loop. H100, bf16 bias+GELU, 128x256 shared tiles vs
@@ -126,9 +139,7 @@ bool apply_pingpong_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarge
 // 185.2 -> 183.0, but 4096x10240x2560 331 -> 334 and 4096^3 199 -> 214 (the 128-column tiles read more per
 // FLOP, which a long K feels). Needs at least two tiles per SM to have turns to take.
 void take_pingpong_where_it_pays(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target) {
-    const bool costly_activation = p.activation == Activation::gelu_tanh || p.activation == Activation::gelu_erf ||
-                                   p.activation == Activation::silu;
-    if (!costly_activation || p.k > 1536 || plan.split_k > 1 || p.a_scale == ScaleMode::per_block) return;
+    if (!costly_activation(p) || p.k > 1536 || plan.split_k > 1 || p.a_scale == ScaleMode::per_block) return;
     Sm90GemmPlan pp = plan;
     pp.pingpong = true;
     pp.consumers = 2;
@@ -348,7 +359,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
         }
     };
     for (const TileCandidate& t : kTiles) {
-        if (!tile_fits_block_scales(p, t.bn)) continue;
+        if (!tile_fits_block_scales(p, t.bn) || (t.bn == 192 && !wide_tile_fits(p))) continue;
         const int bm = 64 * t.consumers;
         const double tiles = double(ceil_div(p.m, bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
         const double tile_time = 2.0 * bm * t.bn * double(p.k) / (kSmRate * t.efficiency);
