@@ -16,8 +16,9 @@ namespace jitmm::cuda {
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
 constexpr int kSm90GeneratorVersion = 9;
 
-// The kernel's parameters are (const __grid_constant__ CUtensorMap tma_a, ... tma_b, ... tma_c, void* c,
-// const void* bias, const float* a_scales, const float* b_scales, void* ws); ws (split K only) holds
+// The kernel's parameters are (const __grid_constant__ CUtensorMap tma_a, ... tma_b, ... tma_c, ... tma_a_tail,
+// ... tma_b_tail, void* c, const void* bias, const float* a_scales, const float* b_scales, void* ws), the tail
+// maps boxing only plan.a_tail_rows(p) / b_tail_rows(p) rows (unused, any value, when those are 0); ws (split K only) holds
 // plan.workspace_bytes(p), its first workspace_counter_bytes(p) zeroed before each launch; the tensor maps are built per call
 // (sm90_tensor_maps in the backend) with the boxes this plan names:
 //   K-major operand:  dims {K, rows, batch}, box {bk, tile rows}
