@@ -184,11 +184,15 @@ namespace {
 // order at 256 (bf16 10.9 against 14.9 ms), even at 512. B's row stride must be whole cache lines (a
 // misaligned base is copied at run time), and there must be no compensation term.
 constexpr int64_t kSwapMaxRows = 256;
+// A B this small is packed in the normal order instead: its packing costs less than the swapped path's
+// transposed epilogue, which gathers every C row from the block (1 thread, TSC per C API call, swapped ->
+// normal: 64^3 NT s8 2393 -> 782-804).
+constexpr int64_t kSwapMinBBytes = 16 * 1024;
 
 bool swap_fits(const Problem& p, LowpStep step) {
     const int64_t b_row_bytes = p.ldb * dtype_size(p.b_type);
     return step_is_amx(step) && p.trans_b && p.m <= kSwapMaxRows && p.n >= 64 && p.a_zero_point == 0 &&
-           b_row_bytes % 64 == 0;
+           b_row_bytes % 64 == 0 && p.n * p.k * dtype_size(p.b_type) > kSwapMinBBytes;
 }
 
 X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_threads) {
