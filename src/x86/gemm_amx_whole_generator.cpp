@@ -5,7 +5,9 @@
 #include "x86/emit_buffer.hpp"
 #include "x86/gemm_amx_generator.hpp"
 
+#include <algorithm>
 #include <array>
+#include <deque>
 
 namespace jitmm::x86 {
 
@@ -17,9 +19,14 @@ constexpr int kTile = 16;        // rows and 32-bit columns of a C tile
 constexpr int kPanelCols = 32;   // columns of one packed B panel
 constexpr int kBPanelRow = 128;  // bytes of one k group across the panel
 
-Tmm a_tile(int64_t unit) { return Tmm(static_cast<int>(unit % 2)); }
+// C tiles rotate over four registers, each stored kStoreDelay products after its own: the store then finds
+// its product done, and the product that reuses the register finds the store done.
+constexpr int kCTiles = 4;
+constexpr size_t kStoreDelay = 2;
+
+Tmm a_tile(int64_t row_tile) { return Tmm(static_cast<int>(row_tile % 2)); }
 Tmm b_tile(int j) { return Tmm(2 + j); }
-Tmm c_tile(int64_t unit, int j) { return Tmm(4 + 2 * static_cast<int>(unit % 2) + j); }
+Tmm c_tile(int64_t unit) { return Tmm(4 + static_cast<int>(unit % kCTiles)); }
 
 // Register plan (System V): rdi = A, rsi = B as the caller stores it, rdx = C, rcx = the packed B panels,
 // r8 = A row stride, r9 = C row stride, r10 = B panel row stride; zmm0-2 packing temporaries, zmm29-31 the
@@ -41,33 +48,37 @@ public:
 
     size_t emit_function() {
         const size_t entry = getSize();
-        ldtilecfg(ptr[rip + config_]);
-        mov(r8, a_row_bytes_);
-        mov(r9, c_row_bytes_);
-        mov(r10, kBPanelRow);
         if (packs_b_) {
             vmovdqu64(zmm30, ptr[rip + pair_index_[0]]);
             vmovdqu64(zmm31, ptr[rip + pair_index_[1]]);
             if (p_.n % kPanelCols != 0) vmovdqu64(zmm29, ptr[rip + single_index_]);
             pack_panel(0);
         }
+        ldtilecfg(ptr[rip + config_]);
+        mov(r8, a_row_bytes_);
+        mov(r9, c_row_bytes_);
+        mov(r10, kBPanelRow);
         const int64_t row_tiles = p_.m / kTile;
         int64_t unit = 0;
         for (int64_t j0 = 0; j0 < p_.n; j0 += kPanelCols) {
             const int tn = p_.n - j0 >= kPanelCols ? 2 : 1;
             const int64_t b_panel = j0 / kPanelCols * panel_bytes_;
             for (int j = 0; j < tn; ++j) tileloadd(b_tile(j), ptr[rcx + r10 + b_panel + j * kTile * 4]);
-            for (int64_t i = 0; i < row_tiles; ++i, ++unit) {
-                tileloadd(a_tile(unit), ptr[rdi + r8 + i * kTile * a_row_bytes_]);
-                for (int j = 0; j < tn; ++j) tilezero(c_tile(unit, j));
-                for (int j = 0; j < tn; ++j) multiply(c_tile(unit, j), a_tile(unit), b_tile(j));
-                if (unit > 0) store_pair(unit - 1);
-                pending_ = {i, j0, tn};
+            for (int64_t i = 0; i < row_tiles; ++i) {
+                tileloadd(a_tile(i), ptr[rdi + r8 + i * kTile * a_row_bytes_]);
+                for (int j = 0; j < tn; ++j, ++unit) {
+                    tilezero(c_tile(unit));
+                    multiply(c_tile(unit), a_tile(i), b_tile(j));
+                    // The next panel is packed while the tile unit works through this panel's first products,
+                    // and ahead of their C stores: stores leave in program order, so packing stores queued
+                    // behind tile stores (which wait for the products) would wait too.
+                    if (packs_b_ && i == 0 && j == tn - 1 && j0 + kPanelCols < p_.n) pack_panel(j0 + kPanelCols);
+                    waiting_.push_back({i, j0 + j * kTile, unit});
+                    if (waiting_.size() > kStoreDelay) store_oldest();
+                }
             }
-            // The next panel is packed while the tile unit works through this one's products.
-            if (packs_b_ && j0 + kPanelCols < p_.n) pack_panel(j0 + kPanelCols);
         }
-        store_pair(unit - 1);
+        while (!waiting_.empty()) store_oldest();
         tilerelease();
         if (packs_b_) vzeroupper();
         ret();
@@ -95,8 +106,8 @@ private:
         for (int u = 0; u < 2; ++u) {
             set(a_tile(u), kTile, k_bytes_);
             set(b_tile(u), k_bytes_ / 4, kTile * 4);
-            for (int j = 0; j < 2; ++j) set(c_tile(u, j), kTile, kTile * 4);
         }
+        for (int u = 0; u < kCTiles; ++u) set(c_tile(u), kTile, kTile * 4);
         return cfg;
     }
 
@@ -177,16 +188,16 @@ private:
         if (p_.n % kPanelCols != 0) emit(single_index_, 0, true);
     }
 
-    // The C pair of `unit` (row tile pending_.row, panel at column pending_.col) into C.
-    void store_pair(int64_t unit) {
-        const int64_t c_tile_offset = pending_.row * kTile * c_row_bytes_ + pending_.col * 4;
-        for (int j = 0; j < pending_.tn; ++j)
-            tilestored(ptr[rdx + r9 + c_tile_offset + j * kTile * 4], c_tile(unit, j));
+    // The oldest waiting C tile into C.
+    void store_oldest() {
+        const Waiting w = waiting_.front();
+        waiting_.pop_front();
+        tilestored(ptr[rdx + r9 + w.row * kTile * c_row_bytes_ + w.col * 4], c_tile(w.unit));
     }
 
-    struct Unit {
-        int64_t row = 0, col = 0;
-        int tn = 0;
+    struct Waiting {
+        int64_t row = 0, col = 0;  // row tile, first column
+        int64_t unit = 0;
     };
 
     const Problem& p_;
@@ -196,7 +207,7 @@ private:
     const bool a_signed_, b_signed_;
     const int64_t b_row_bytes_;
     const bool packs_b_;
-    Unit pending_;  // the unit whose C pair is stored next
+    std::deque<Waiting> waiting_;  // C tiles multiplied, not yet stored
     Xbyak::Label config_, pair_index_[2], single_index_;
 };
 
@@ -210,6 +221,7 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     if (p.m % kTile != 0 || p.n % kTile != 0 || (p.m / kTile) * (p.n / kTile) > kAmxWholeMaxTiles) return false;
     const int64_t k_bytes = p.k * plan::step_elem_bytes(L.step);
     if (k_bytes > 64 || plan::amx_k_step_bytes(L.step, p.k) != k_bytes) return false;
+    if (amx_whole_b_bytes(p, plan) > kAmxWholeMaxBBytes) return false;
     // Displacements of the last A row tile and the last C tile within 32 bits.
     const int64_t a_reach = p.m * p.lda * dtype_size(p.a_type), c_reach = p.m * p.ldc * dtype_size(p.c_type);
     return a_reach < (int64_t(1) << 31) && c_reach < (int64_t(1) << 31);
@@ -227,6 +239,10 @@ bool amx_whole_packs_b(const Problem& p, const plan::X86LowpPlan& plan) {
 
 int64_t amx_whole_k_groups(const Problem& p, const plan::X86LowpPlan& plan) {
     return p.k * plan::step_elem_bytes(plan.layout.step) / 4;
+}
+
+int64_t amx_whole_b_bytes(const Problem& p, const plan::X86LowpPlan& plan) {
+    return (p.n + kPanelCols - 1) / kPanelCols * amx_whole_k_groups(p, plan) * kBPanelRow;
 }
 
 LowpCode generate_amx_whole(const Problem& p, const plan::X86LowpPlan& plan) {

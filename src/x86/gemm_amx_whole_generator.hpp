@@ -4,23 +4,21 @@
 //
 //   void whole(const void* a, const void* b, void* c, void* b_panels);
 //
-//   ldtilecfg; pack B's first panel (where the function packs B)
+//   pack B's first panel (where the function packs B); ldtilecfg (it runs while the packing stores drain)
 //   for each 32-column panel of packed B ([k group][32 columns][4 bytes], k_bytes / 4 groups, at b_panels):
 //       load the panel's B tiles (tmm2, tmm3)
-//       for each 16-row tile of A (read in place, tmm0 and tmm1 in turn):
-//           load A; zero this unit's C pair; C pair += A x B (one product per C tile: K is one step)
-//           store the previous unit's C pair
-//       pack the next panel of B (vector byte permutes, while the tile unit works on this panel's products)
-//   store the last C pair; tilerelease
+//       for each 16-row tile of A (read in place, tmm0 and tmm1 in turn), each of the panel's column tiles:
+//           C tile = 0; C tile += A x B (one product per C tile: K is one step)
+//           (after the panel's first row tile) pack the next panel of B, ahead of any C store
+//           store the C tile multiplied two products ago
+//   store the last two; tilerelease
 //
 // Where the function packs B (amx_whole_packs_b: B stored K x N, AVX512-VBMI), b is the caller's B and
-// b_panels a scratch buffer; otherwise the driver packs B into b_panels first (b unused). The call's time was
-// the driver's, ldtilecfg's and B packing's more than the products' (64^3 s8, TSC per C API call: the packer
-// a quarter, ldtilecfg a sixth).
-//
-// The two C pairs (tmm4-5, tmm6-7) alternate, so that one unit's stores overlap the next unit's products: the
-// microkernel path drains every 32 x 32 block (products, then the stores, then the next block's loads), which
-// left a 64^3 int8 call latency-bound, and it loaded the configuration and released the tiles in separate calls.
+// b_panels the driver's buffer; otherwise the driver packs B into b_panels first (b unused). The microkernel
+// path it replaces spent a 64^3 s8 call (758 TSC per C API call) as much in the driver, ldtilecfg (a sixth)
+// and B packing (a quarter) as in the products, and drained every 32 x 32 block (products, then stores,
+// then the next block's loads). The C tiles rotate over tmm4-7, each stored two products after its own.
+
 #pragma once
 
 #include "core/problem.hpp"
@@ -31,17 +29,21 @@ namespace jitmm::x86 {
 
 // Whether the whole call of p under plan is one such function: the driver's small path (one block of each, one
 // thread), an AMX step whose last K block stores C directly, A read in place, M and N whole 16-row and 16-column
-// tiles (at most kAmxWholeMaxTiles C tiles: the units are unrolled), and all of K in one step of whole dwords.
+// tiles (at most kAmxWholeMaxTiles C tiles: the units are unrolled), all of K in one step of whole dwords, and
+// at most kAmxWholeMaxBBytes of packed B (the driver keeps them on its stack).
 bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan);
 constexpr int64_t kAmxWholeMaxTiles = 64;
+constexpr int64_t kAmxWholeMaxBBytes = 16 * 1024;
 
 using AmxWholeFn = void (*)(const void* a, const void* b, void* c, void* b_panels);
 
 // Whether the function packs B itself (see above).
 bool amx_whole_packs_b(const Problem& p, const plan::X86LowpPlan& plan);
 
-// The k groups of one packed B panel the function reads (the driver packs exactly these).
+// The k groups of one packed B panel the function reads (the driver packs exactly these), and the bytes of all
+// the panels.
 int64_t amx_whole_k_groups(const Problem& p, const plan::X86LowpPlan& plan);
+int64_t amx_whole_b_bytes(const Problem& p, const plan::X86LowpPlan& plan);
 
 // Requires amx_whole_call_fits(p, plan). LowpCode::entries holds the one entry; no stubs (the function loads and
 // releases the tiles itself). Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something.

@@ -216,14 +216,14 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
 }
 
 void GemmLowpKernel::run(const RunArgs& args) const {
+    if (whole_ != nullptr) {  // no scales: its C is stored as the tiles hold it
+        run_whole(args);
+        return;
+    }
     // Per-tensor scales are runtime values: folded with alpha into the one scalar the epilogue multiplies by.
     float scale = p_.alpha;
     if (p_.a_scale == ScaleMode::per_tensor) scale *= args.a_scales[0];
     if (p_.b_scale == ScaleMode::per_tensor) scale *= args.b_scales[0];
-    if (whole_ != nullptr) {
-        run_whole(args);
-        return;
-    }
     if (small_) {
         run_small(args, scale);
         return;
@@ -509,16 +509,16 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale) const {
     }
 }
 
-// The whole call in one generated function (gemm_amx_whole_generator.hpp): B packed with just K's k groups
-// per panel, then the function, which loads the tile configuration and releases the tiles itself.
+// The whole call in one generated function (gemm_amx_whole_generator.hpp), which loads the tile configuration
+// and releases the tiles itself. Its packed B lives on this stack: no per-thread scratch to look up (a TLS
+// call from a shared library) for a few KB.
 void GemmLowpKernel::run_whole(const RunArgs& args) const {
-    const plan::LowpLayout& L = plan_.layout;
-    const int64_t nr = plan_.nr();
-    const int64_t groups = amx_whole_k_groups(p_, plan_);
-    uint8_t* b_panels = scratch<0>(static_cast<size_t>(ceil_div(p_.n, nr) * groups * nr * 4));
-    if (!whole_packs_b_)
-        pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
-                    b_panels, nullptr, pack_vbmi_);
+    alignas(64) uint8_t b_panels[kAmxWholeMaxBBytes];
+    if (!whole_packs_b_) {
+        const plan::LowpLayout& L = plan_.layout;
+        pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, plan_.nr(),
+                    amx_whole_k_groups(p_, plan_), b_panels, nullptr, pack_vbmi_);
+    }
     whole_(args.a, args.b, args.c, b_panels);
 }
 
