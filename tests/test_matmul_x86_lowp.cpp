@@ -1558,10 +1558,11 @@ TEST_CASE("x86 lowp AMX: tiles configured per task on pool threads and released 
     CHECK(pool.leaked == 0);
 }
 
-TEST_CASE("x86 lowp AMX: one-step calls of whole tiles run as one generated function", "[x86][lowp][amx]") {
-    // gemm_amx_whole_generator: M and N multiples of 16, K one tile step (up to 64 bytes, whole dwords), one
-    // thread, direct stores. B stored K x N is packed inside the function (32-column panels, a 16-column last
-    // panel), B stored N x K by the driver. Odd ld pads (A rows split across lines, B rows misaligned), B off a
+TEST_CASE("x86 lowp AMX: small calls of whole tiles and one or two K steps run as one generated function",
+          "[x86][lowp][amx]") {
+    // gemm_amx_whole_generator: M and N multiples of 16, K one or two equal tile steps (up to 64 bytes each, whole
+    // dwords), one thread, direct stores. B stored K x N is packed inside the function (32-column panels, a
+    // 16-column last panel), B stored N x K by the driver. Odd ld pads (A rows split across lines, B rows misaligned), B off a
     // 64-byte boundary, the int8 saturation corners, and the tiles released when the call returns; shapes next
     // to the path (an odd M or N, K past one step, a bias) take the microkernels and must agree too.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
@@ -1572,11 +1573,12 @@ TEST_CASE("x86 lowp AMX: one-step calls of whole tiles run as one generated func
     std::mt19937 rng(4848);
     EngineGuard e{make_engine("amx", 1)};
     const int64_t extents[] = {16, 32, 48, 64, 80, 128};
-    const int64_t int8_k[] = {4, 12, 16, 20, 40, 48, 60, 64};
+    // K bytes: one step 4-64; two steps 72 = 2 x 36, 80, 96, 120, 128; 100 splits into no equal dword steps.
+    const int64_t int8_k[] = {4, 12, 16, 20, 40, 48, 60, 64, 72, 80, 96, 120, 128, 100};
     const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
                                   {JITMM_DTYPE_S8, JITMM_DTYPE_U8}, {JITMM_DTYPE_U8, JITMM_DTYPE_U8},
                                   {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
-    for (int it = 0; it < 120; ++it) {
+    for (int it = 0; it < 160; ++it) {
         Case c;
         const auto& in = ins[it % 5];
         c.a = in[0];
@@ -1586,7 +1588,7 @@ TEST_CASE("x86 lowp AMX: one-step calls of whole tiles run as one generated func
         c.m = extents[(it * 7) % 6];
         c.n = extents[(it / 6 + it) % 6];
         if (c.m * c.n > 64 * 64 * 2) c.m = 32;  // within the unrolled tile count
-        c.k = bf16 ? int8_k[it % 8] / 2 : int8_k[(it / 5) % 8];
+        c.k = bf16 ? int8_k[it % 14] / 2 : int8_k[(it / 5) % 14];
         c.tb = it % 4 == 3;
         c.lda_pad = it % 3 == 1 ? 3 : 0;
         c.ldb_pad = it % 5 == 2 ? 7 : 0;
@@ -1596,11 +1598,11 @@ TEST_CASE("x86 lowp AMX: one-step calls of whole tiles run as one generated func
             c.a_fill = c.a == JITMM_DTYPE_S8 ? -128 : 255;
             c.b_fill = c.b == JITMM_DTYPE_S8 ? -128 : 255;
         }
-        // Beside the path: a row tail, a column tail, two K steps, or an epilogue (the microkernels).
+        // Beside the path: a row tail, a column tail, three K steps, or an epilogue (the microkernels).
         switch (it % 11) {
             case 7: c.m += 5; break;
             case 8: c.n += 9; break;
-            case 9: c.k += bf16 ? 32 : 64; break;
+            case 9: c.k += bf16 ? 64 : 128; break;
             case 10: c.beta = 1.0f; break;
             default: break;
         }

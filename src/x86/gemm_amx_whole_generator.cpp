@@ -19,14 +19,11 @@ constexpr int kTile = 16;        // rows and 32-bit columns of a C tile
 constexpr int kPanelCols = 32;   // columns of one packed B panel
 constexpr int kBPanelRow = 128;  // bytes of one k group across the panel
 
-// C tiles rotate over four registers, each stored kStoreDelay products after its own: the store then finds
-// its product done, and the product that reuses the register finds the store done.
-constexpr int kCTiles = 4;
-constexpr size_t kStoreDelay = 2;
-
-Tmm a_tile(int64_t row_tile) { return Tmm(static_cast<int>(row_tile % 2)); }
-Tmm b_tile(int j) { return Tmm(2 + j); }
-Tmm c_tile(int64_t unit) { return Tmm(4 + static_cast<int>(unit % kCTiles)); }
+// Tiles, one K step (K's bytes at most 64): A tmm0-1 (row tiles in turn), B tmm2-3 (the panel's two column
+// tiles), C tmm4-7 in turn, each stored two products after its own: the store then finds its product done, and
+// the product that reuses the register finds the store done. Two K steps: A tmm0-1 (the row tile's two steps),
+// B tmm2-5 (column tile j, step s: 2 + 2j + s), C tmm6-7 in turn, each stored one product later.
+constexpr int kTiles = 8;
 
 // Register plan (System V): rdi = A, rsi = B as the caller stores it, rdx = C, rcx = the packed B panels,
 // r8 = A row stride, r9 = C row stride, r10 = B panel row stride; zmm0-2 packing temporaries, zmm29-31 the
@@ -36,7 +33,8 @@ public:
     AmxWholeEmitter(const Problem& p, const plan::X86LowpPlan& plan, uint8_t* buffer, size_t capacity)
         : Xbyak::CodeGenerator(capacity, buffer),
           p_(p),
-          k_bytes_(static_cast<int>(p.k * plan::step_elem_bytes(plan.layout.step))),
+          step_bytes_(plan::amx_k_step_bytes(plan.layout.step, p.k)),
+          steps_(static_cast<int>(p.k * plan::step_elem_bytes(plan.layout.step) / step_bytes_)),
           a_row_bytes_(p.lda * dtype_size(p.a_type)),
           c_row_bytes_(p.ldc * dtype_size(p.c_type)),
           panel_bytes_(amx_whole_k_groups(p, plan) * kBPanelRow),
@@ -59,22 +57,27 @@ public:
         mov(r9, c_row_bytes_);
         mov(r10, kBPanelRow);
         const int64_t row_tiles = p_.m / kTile;
+        const size_t store_delay = steps_ == 1 ? 2 : 1;
         int64_t unit = 0;
         for (int64_t j0 = 0; j0 < p_.n; j0 += kPanelCols) {
             const int tn = p_.n - j0 >= kPanelCols ? 2 : 1;
             const int64_t b_panel = j0 / kPanelCols * panel_bytes_;
-            for (int j = 0; j < tn; ++j) tileloadd(b_tile(j), ptr[rcx + r10 + b_panel + j * kTile * 4]);
+            const int64_t b_step = (step_bytes_ / 4) * kBPanelRow;  // a K step's k groups in the panel
+            for (int j = 0; j < tn; ++j)
+                for (int s = 0; s < steps_; ++s)
+                    tileloadd(b_tile(j, s), ptr[rcx + r10 + b_panel + s * b_step + j * kTile * 4]);
             for (int64_t i = 0; i < row_tiles; ++i) {
-                tileloadd(a_tile(i), ptr[rdi + r8 + i * kTile * a_row_bytes_]);
+                for (int s = 0; s < steps_; ++s)
+                    tileloadd(a_tile(i, s), ptr[rdi + r8 + i * kTile * a_row_bytes_ + s * step_bytes_]);
                 for (int j = 0; j < tn; ++j, ++unit) {
                     tilezero(c_tile(unit));
-                    multiply(c_tile(unit), a_tile(i), b_tile(j));
+                    for (int s = 0; s < steps_; ++s) multiply(c_tile(unit), a_tile(i, s), b_tile(j, s));
                     // The next panel is packed while the tile unit works through this panel's first products,
                     // and ahead of their C stores: stores leave in program order, so packing stores queued
                     // behind tile stores (which wait for the products) would wait too.
                     if (packs_b_ && i == 0 && j == tn - 1 && j0 + kPanelCols < p_.n) pack_panel(j0 + kPanelCols);
                     waiting_.push_back({i, j0 + j * kTile, unit});
-                    if (waiting_.size() > kStoreDelay) store_oldest();
+                    if (waiting_.size() > store_delay) store_oldest();
                 }
             }
         }
@@ -103,11 +106,10 @@ private:
             cfg[17 + 2 * t.getIdx()] = static_cast<uint8_t>(bytes >> 8);
             cfg[48 + t.getIdx()] = static_cast<uint8_t>(rows);
         };
-        for (int u = 0; u < 2; ++u) {
-            set(a_tile(u), kTile, k_bytes_);
-            set(b_tile(u), k_bytes_ / 4, kTile * 4);
-        }
-        for (int u = 0; u < kCTiles; ++u) set(c_tile(u), kTile, kTile * 4);
+        for (int i = 0; i < 2; ++i) set(Tmm(i), kTile, step_bytes_);  // A
+        for (int j = 0; j < 2; ++j)
+            for (int s = 0; s < steps_; ++s) set(b_tile(j, s), step_bytes_ / 4, kTile * 4);
+        for (int u = 0; u < c_tiles(); ++u) set(c_tile(u), kTile, kTile * 4);
         return cfg;
     }
 
@@ -188,6 +190,11 @@ private:
         if (p_.n % kPanelCols != 0) emit(single_index_, 0, true);
     }
 
+    Tmm a_tile(int64_t row_tile, int s) const { return Tmm(steps_ == 1 ? static_cast<int>(row_tile % 2) : s); }
+    Tmm b_tile(int j, int s) const { return Tmm(2 + j * steps_ + s); }
+    int c_tiles() const { return kTiles - 2 - 2 * steps_; }
+    Tmm c_tile(int64_t unit) const { return Tmm(2 + 2 * steps_ + static_cast<int>(unit % c_tiles())); }
+
     // The oldest waiting C tile into C.
     void store_oldest() {
         const Waiting w = waiting_.front();
@@ -201,7 +208,8 @@ private:
     };
 
     const Problem& p_;
-    const int k_bytes_;
+    const int step_bytes_;  // K's bytes in one tile step (plan::amx_k_step_bytes)
+    const int steps_;       // 1 or 2
     const int64_t a_row_bytes_, c_row_bytes_, panel_bytes_;
     const plan::LowpStep step_;
     const bool a_signed_, b_signed_;
@@ -219,8 +227,8 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     if (p.batch != 1 || plan.threads > 1 || plan.m_chunks != 1 || plan.n_chunks != 1 || plan.pack_a) return false;
     if (plan.k_blocks(p.k) != 1 || p.m > plan.mc || p.n > plan.nc) return false;
     if (p.m % kTile != 0 || p.n % kTile != 0 || (p.m / kTile) * (p.n / kTile) > kAmxWholeMaxTiles) return false;
-    const int64_t k_bytes = p.k * plan::step_elem_bytes(L.step);
-    if (k_bytes > 64 || plan::amx_k_step_bytes(L.step, p.k) != k_bytes) return false;
+    const int64_t k_bytes = p.k * plan::step_elem_bytes(L.step), step_bytes = plan::amx_k_step_bytes(L.step, p.k);
+    if (k_bytes % step_bytes != 0 || k_bytes / step_bytes > kAmxWholeMaxSteps) return false;
     if (amx_whole_b_bytes(p, plan) > kAmxWholeMaxBBytes) return false;
     // Displacements of the last A row tile and the last C tile within 32 bits.
     const int64_t a_reach = p.m * p.lda * dtype_size(p.a_type), c_reach = p.m * p.ldc * dtype_size(p.c_type);

@@ -1,24 +1,23 @@
-// The AMX whole-call generator: a small product whose K is one tile step (K's bytes at most 64, taken in one
-// step) over a C of whole 16 x 16 tiles, stored straight into C, becomes one generated function that runs the
-// entire call: the tile configuration, every product, every store, and the tilerelease.
+// The AMX whole-call generator: a small product whose K is one or two equal tile steps (plan::amx_k_step_bytes:
+// at most 64 bytes each) over a C of whole 16 x 16 tiles, stored straight into C, becomes one generated function
+// that runs the entire call: the tile configuration, every product, every store, and the tilerelease.
 //
 //   void whole(const void* a, const void* b, void* c, void* b_panels);
 //
 //   pack B's first panel (where the function packs B); ldtilecfg (it runs while the packing stores drain)
 //   for each 32-column panel of packed B ([k group][32 columns][4 bytes], k_bytes / 4 groups, at b_panels):
-//       load the panel's B tiles (tmm2, tmm3)
-//       for each 16-row tile of A (read in place, tmm0 and tmm1 in turn), each of the panel's column tiles:
-//           C tile = 0; C tile += A x B (one product per C tile: K is one step)
+//       load the panel's B tiles (per column tile and K step)
+//       for each 16-row tile of A (read in place), each of the panel's column tiles:
+//           C tile = 0; C tile += A x B (one product per K step)
 //           (after the panel's first row tile) pack the next panel of B, ahead of any C store
-//           store the C tile multiplied two products ago
-//   store the last two; tilerelease
+//           store the C tile multiplied two (two K steps: one) column tiles ago
+//   store the rest; tilerelease
 //
 // Where the function packs B (amx_whole_packs_b: B stored K x N, AVX512-VBMI), b is the caller's B and
 // b_panels the driver's buffer; otherwise the driver packs B into b_panels first (b unused). The microkernel
 // path it replaces spent a 64^3 s8 call (758 TSC per C API call) as much in the driver, ldtilecfg (a sixth)
 // and B packing (a quarter) as in the products, and drained every 32 x 32 block (products, then stores,
-// then the next block's loads). The C tiles rotate over tmm4-7, each stored two products after its own.
-
+// then the next block's loads).
 #pragma once
 
 #include "core/problem.hpp"
@@ -29,10 +28,11 @@ namespace jitmm::x86 {
 
 // Whether the whole call of p under plan is one such function: the driver's small path (one block of each, one
 // thread), an AMX step whose last K block stores C directly, A read in place, M and N whole 16-row and 16-column
-// tiles (at most kAmxWholeMaxTiles C tiles: the units are unrolled), all of K in one step of whole dwords, and
-// at most kAmxWholeMaxBBytes of packed B (the driver keeps them on its stack).
+// tiles (at most kAmxWholeMaxTiles C tiles: the units are unrolled), all of K in at most kAmxWholeMaxSteps equal
+// steps of whole dwords, and at most kAmxWholeMaxBBytes of packed B (the driver keeps them on its stack).
 bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan);
 constexpr int64_t kAmxWholeMaxTiles = 64;
+constexpr int64_t kAmxWholeMaxSteps = 2;
 constexpr int64_t kAmxWholeMaxBBytes = 16 * 1024;
 
 using AmxWholeFn = void (*)(const void* a, const void* b, void* c, void* b_panels);
