@@ -657,8 +657,9 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
                 c.b = in[1];
                 c.c = outs[it % 4];
                 c.m = m;
-                c.n = kOdd[it % 8] + (it % 3 == 0 ? 64 : 0);
                 c.k = ks[it % 8];
+                // Past 16 KB of B: a smaller B is packed, not read in place (the planner's kDotMinBBytes).
+                c.n = kOdd[it % 8] + (it % 3 == 0 ? 64 : 0) + 16 * 1024 / c.k;
                 c.tb = true;
                 c.ta = it % 3 == 2;
                 c.ldb_pad = (it % 4 == 1) ? 5 : 0;
@@ -1556,6 +1557,60 @@ TEST_CASE("x86 lowp AMX: tiles configured per task on pool threads and released 
     }
     CHECK(pool.tasks > 0);
     CHECK(pool.leaked == 0);
+}
+
+TEST_CASE("x86 lowp AMX: small calls of whole tiles and one or two K steps run as one generated function",
+          "[x86][lowp][amx]") {
+    // gemm_amx_whole_generator: M and N multiples of 16, K one or two equal tile steps (up to 64 bytes each, whole
+    // dwords), one thread, direct stores. B stored K x N is packed inside the function (32-column panels, a
+    // 16-column last panel), B stored N x K by the driver. Odd ld pads (A rows split across lines, B rows misaligned), B off a
+    // 64-byte boundary, the int8 saturation corners, and the tiles released when the call returns; shapes next
+    // to the path (an odd M or N, K past one step, a bias) take the microkernels and must agree too.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
+        return;
+    }
+    TileConfigReader reader;
+    std::mt19937 rng(4848);
+    EngineGuard e{make_engine("amx", 1)};
+    const int64_t extents[] = {16, 32, 48, 64, 80, 128};
+    // K bytes: one step 4-64; two steps 72 = 2 x 36, 80, 96, 120, 128; 100 splits into no equal dword steps.
+    const int64_t int8_k[] = {4, 12, 16, 20, 40, 48, 60, 64, 72, 80, 96, 120, 128, 100};
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_U8}, {JITMM_DTYPE_U8, JITMM_DTYPE_U8},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
+    for (int it = 0; it < 160; ++it) {
+        Case c;
+        const auto& in = ins[it % 5];
+        c.a = in[0];
+        c.b = in[1];
+        const bool bf16 = c.a == JITMM_DTYPE_BF16;
+        c.c = bf16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+        c.m = extents[(it * 7) % 6];
+        c.n = extents[(it / 6 + it) % 6];
+        if (c.m * c.n > 64 * 64 * 2) c.m = 32;  // within the unrolled tile count
+        c.k = bf16 ? int8_k[it % 14] / 2 : int8_k[(it / 5) % 14];
+        c.tb = it % 4 == 3;
+        c.lda_pad = it % 3 == 1 ? 3 : 0;
+        c.ldb_pad = it % 5 == 2 ? 7 : 0;
+        c.ldc_pad = it % 7 == 4 ? 5 : 0;
+        c.b_offset = it % 6 == 5 ? 3 : 0;
+        if (!bf16 && it % 9 == 0) {  // saturation corners: -128 * -128, 255 * 255, 255 * -128
+            c.a_fill = c.a == JITMM_DTYPE_S8 ? -128 : 255;
+            c.b_fill = c.b == JITMM_DTYPE_S8 ? -128 : 255;
+        }
+        // Beside the path: a row tail, a column tail, three K steps, or an epilogue (the microkernels).
+        switch (it % 11) {
+            case 7: c.m += 5; break;
+            case 8: c.n += 9; break;
+            case 9: c.k += bf16 ? 64 : 128; break;
+            case 10: c.beta = 1.0f; break;
+            default: break;
+        }
+        INFO("it " << it << ": " << describe(c));
+        check_case(e.e, c, rng);
+        CHECK(reader.released());
+    }
 }
 
 TEST_CASE("x86 lowp: kernels reload from the disk cache and still compute exactly", "[x86][lowp]") {

@@ -184,11 +184,15 @@ namespace {
 // order at 256 (bf16 10.9 against 14.9 ms), even at 512. B's row stride must be whole cache lines (a
 // misaligned base is copied at run time), and there must be no compensation term.
 constexpr int64_t kSwapMaxRows = 256;
+// A B this small is packed in the normal order instead: its packing costs less than the swapped path's
+// transposed epilogue, which gathers every C row from the block (1 thread, TSC per C API call, swapped ->
+// normal: 64^3 NT s8 2393 -> 782-804).
+constexpr int64_t kSwapMinBBytes = 16 * 1024;
 
 bool swap_fits(const Problem& p, LowpStep step) {
     const int64_t b_row_bytes = p.ldb * dtype_size(p.b_type);
     return step_is_amx(step) && p.trans_b && p.m <= kSwapMaxRows && p.n >= 64 && p.a_zero_point == 0 &&
-           b_row_bytes % 64 == 0;
+           b_row_bytes % 64 == 0 && p.n * p.k * dtype_size(p.b_type) > kSwapMinBBytes;
 }
 
 X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_threads) {
@@ -232,13 +236,18 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_thr
 // stream once per call at memory speed instead of being packed (a full copy of B per call, which held the
 // packed path to ~0.5x oneDNN on 1-16 rows). JITMM_X86_LOWP_DOT=0 turns it off.
 constexpr int64_t kDotMaxRows = 16;
+// A B this small is packed instead (as the small calls pack any B): the dot products' lane reductions and
+// per-call A packing cost more than packing it (1 thread, TSC per C API call, dot -> packed: 16^3 NT s8
+// 870 -> 446, u8 782 -> 178; 8^3 NT s8 965 -> 270, u8 309 -> 136).
+constexpr int64_t kDotMinBBytes = 16 * 1024;
 
 bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
     if (env != nullptr && env[0] == '0') return false;
     // zmm and mask registers: the AVX-512 VNNI tiers only (AVX-VNNI at avx2 packs B).
-    return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows && p.a_zero_point == 0 &&
-           p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31);
+    return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows &&
+           p.a_zero_point == 0 && p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) &&
+           p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes;
 }
 
 X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {

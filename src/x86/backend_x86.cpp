@@ -69,8 +69,10 @@ struct LowpFamily {
     using KernelType = GemmLowpKernel;
     // 2: vector_math's exp clamp and reciprocal; 3: shared AMX tile configs; 4: AMX panel runs per call;
     // 5: AMX early next-panel loads only from 8 K steps, small B blocks without the T1 hint; 6: AMX calls of one
-    // K block in equal short K steps (plan::amx_k_step_bytes)
-    static constexpr int kVersion = 6;
+    // K block in equal short K steps (plan::amx_k_step_bytes); 7: AMX one-step calls of whole tiles as one
+    // whole-call function (gemm_amx_whole_generator.hpp); 8: its C tiles rotate singly, ldtilecfg after the first
+    // B panel's packing; 9: and K in two equal tile steps
+    static constexpr int kVersion = 9;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

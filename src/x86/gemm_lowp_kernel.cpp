@@ -3,6 +3,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "x86/gemm_amx_generator.hpp"
+#include "x86/gemm_amx_whole_generator.hpp"
 #include "x86/gemm_lowp_avx_generator.hpp"
 #include "x86/pack_lowp.hpp"
 
@@ -132,6 +133,15 @@ private:
 
 Artifact compile_gemm_lowp(const Problem& p, const plan::X86LowpPlan& plan) {
     using K = GemmLowpKernel;
+    Artifact artifact;
+    artifact.kind = "x86.bin";
+    artifact.ints.assign(K::kArtifactInts, -1);
+    if (amx_whole_call_fits(p, plan)) {  // one function runs the whole call: no microkernels
+        LowpCode code = generate_amx_whole(p, plan);
+        artifact.payload = std::move(code.bytes);
+        artifact.ints[K::kWholeEntry] = static_cast<int64_t>(code.entries[0]);
+        return artifact;
+    }
     const int mr = plan.layout.mr, nr = plan.nr();
     const int64_t k_blocks = plan.k_blocks(p.k);
     const int64_t last_k = p.k - (k_blocks - 1) * plan.kc;
@@ -164,10 +174,7 @@ Artifact compile_gemm_lowp(const Problem& p, const plan::X86LowpPlan& plan) {
     }
     const bool amx = plan::step_is_amx(plan.layout.step);
     LowpCode code = amx ? generate_amx(plan.layout, variants) : generate_lowp_avx(plan.layout, variants);
-    Artifact artifact;
-    artifact.kind = "x86.bin";
     artifact.payload = std::move(code.bytes);
-    artifact.ints.assign(2 * K::kSlotCount + 1, -1);
     for (size_t i = 0; i < slots.size(); ++i) {
         artifact.ints[slots[i]] = static_cast<int64_t>(code.entries[i]);
         if (amx) artifact.ints[K::kSlotCount + slots[i]] = static_cast<int64_t>(code.config_entries[i]);
@@ -182,9 +189,9 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
     k_blocks_ = plan_.k_blocks(p_.k);
     const bool shifted = plan_.layout.step == LowpStep::vnni_u8s8 && p_.a_type == JITMM_DTYPE_S8;
     comp_factor_ = (shifted ? 128 : 0) + p_.a_zero_point;
-    if (artifact.ints.size() != 2 * kSlotCount + 1)
+    if (artifact.ints.size() != kArtifactInts)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: artifact has " + std::to_string(artifact.ints.size()) +
-                                              " entries, expected " + std::to_string(2 * kSlotCount + 1));
+                                              " entries, expected " + std::to_string(kArtifactInts));
     code_ = std::make_unique<ExecMemory>(artifact.payload.data(), artifact.payload.size());
     auto entry = [&](int64_t offset) -> const uint8_t* {
         if (offset < 0) return nullptr;
@@ -197,7 +204,11 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
         configs_[s] = reinterpret_cast<LowpStub>(const_cast<uint8_t*>(entry(artifact.ints[kSlotCount + s])));
     }
     release_ = reinterpret_cast<LowpStub>(const_cast<uint8_t*>(entry(artifact.ints[2 * kSlotCount])));
-    if (plan::step_is_amx(plan_.layout.step) && release_ == nullptr)
+    whole_ = reinterpret_cast<AmxWholeFn>(const_cast<uint8_t*>(entry(artifact.ints[kWholeEntry])));
+    if (whole_ != nullptr && !amx_whole_call_fits(p_, plan_))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: a whole-call function for a shape it does not fit");
+    whole_packs_b_ = whole_ != nullptr && amx_whole_packs_b(p_, plan_);
+    if (plan::step_is_amx(plan_.layout.step) && whole_ == nullptr && release_ == nullptr)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: AMX code without its tilerelease stub");
     pack_vbmi_ = pack_vbmi_allowed();
     small_ = !plan_.layout.swap_ab && !plan_.layout.dot_nt && p_.batch == 1 && plan_.threads <= 1 &&
@@ -205,6 +216,10 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
 }
 
 void GemmLowpKernel::run(const RunArgs& args) const {
+    if (whole_ != nullptr) {  // no scales: its C is stored as the tiles hold it
+        run_whole(args);
+        return;
+    }
     // Per-tensor scales are runtime values: folded with alpha into the one scalar the epilogue multiplies by.
     float scale = p_.alpha;
     if (p_.a_scale == ScaleMode::per_tensor) scale *= args.a_scales[0];
@@ -492,6 +507,19 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale) const {
             c_tile += panels * nr * c_size;
         }
     }
+}
+
+// The whole call in one generated function (gemm_amx_whole_generator.hpp), which loads the tile configuration
+// and releases the tiles itself. Its packed B lives on this stack: no per-thread scratch to look up (a TLS
+// call from a shared library) for a few KB.
+void GemmLowpKernel::run_whole(const RunArgs& args) const {
+    alignas(64) uint8_t b_panels[kAmxWholeMaxBBytes];
+    if (!whole_packs_b_) {
+        const plan::LowpLayout& L = plan_.layout;
+        pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, plan_.nr(),
+                    amx_whole_k_groups(p_, plan_), b_panels, nullptr, pack_vbmi_);
+    }
+    whole_(args.a, args.b, args.c, b_panels);
 }
 
 // Dot products (VNNI decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to whole

@@ -10,6 +10,7 @@
 #include "core/problem.hpp"
 #include "plan/x86_lowp_plan.hpp"
 #include "x86/exec_memory.hpp"
+#include "x86/gemm_amx_whole_generator.hpp"
 #include "x86/gemm_lowp_epilogue.hpp"
 
 #include <memory>
@@ -18,7 +19,8 @@ namespace jitmm::x86 {
 
 // Generates the microkernels the problem needs: code bytes plus, in ints, the entry offsets per (row tail,
 // column tail, K phase) slot (-1 where the shape never reaches it), then the AMX configuration stubs per
-// slot and the tilerelease stub (-1 for the vector steps).
+// slot and the tilerelease stub (-1 for the vector steps), then the whole-call function's entry (-1 unless the
+// shape is one: then it is the only code).
 Artifact compile_gemm_lowp(const Problem& p, const plan::X86LowpPlan& plan);
 
 class GemmLowpKernel final : public Kernel {
@@ -30,6 +32,10 @@ public:
 
     enum Phase { kSingle = 0, kFirst, kMiddle, kLast, kPhaseCount };
     static constexpr int kSlotCount = 2 * 2 * kPhaseCount;
+    // Artifact ints: kernel entries per slot, configuration stubs per slot, the tilerelease stub, then the
+    // whole-call function (gemm_amx_whole_generator.hpp; -1 where the kernel has microkernels instead).
+    static constexpr int kWholeEntry = 2 * kSlotCount + 1;
+    static constexpr size_t kArtifactInts = 2 * kSlotCount + 2;
 
 private:
     struct Chunk {
@@ -44,6 +50,9 @@ private:
     // driver's more than the products'. The same packing and microkernel calls as run_chunk, none of its
     // blocking decisions (made once here, in the constructor: small_).
     void run_small(const RunArgs& args, float scale) const;
+    // A call that one generated function runs whole (amx_whole_call_fits): B packed (unless the function
+    // packs it), then the function.
+    void run_whole(const RunArgs& args) const;
     void run_chunk(const Chunk& chunk, const RunArgs& args, float scale, const uint8_t* shared_a_panels) const;
     // LowpLayout::swap_ab: tiles over N (rows) x M (columns) with B's rows in the A tiles; chunk.n0/n1 only.
     // shared_a: op(A)^T already packed for every K block (by pack_swapped_a_shared), else the chunk packs it.
@@ -64,6 +73,8 @@ private:
     LowpUkernel fns_[kSlotCount] = {};
     LowpStub configs_[kSlotCount] = {};  // AMX only
     LowpStub release_ = nullptr;         // AMX only
+    AmxWholeFn whole_ = nullptr;         // the whole-call function, where the shape has one
+    bool whole_packs_b_ = false;         // and it packs B itself (amx_whole_packs_b)
     int64_t k_blocks_ = 1;
     bool small_ = false;                 // run() takes run_small
     bool pack_vbmi_ = false;             // pack_vbmi_allowed() when the kernel was made
