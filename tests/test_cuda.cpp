@@ -1626,6 +1626,9 @@ TEST_CASE("cuda: sanitizer subset", "[cuda-sanitize]") {
     pingpong.bias = BiasKind::per_column, pingpong.act = Activation::gelu_tanh;
     setenv("JITMM_CUDA_TILE", "sm90p:64x64x4", 1);
     run_cases({pingpong});
+    // Partial last tiles through the tail maps (one row of A, 8 rows of B): the stale stage rows.
+    setenv("JITMM_CUDA_TILE", "sm90:128x64x4", 1);
+    run_cases({Case{129, 200, 256, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}});
     unsetenv("JITMM_CUDA_TILE");
 }
 

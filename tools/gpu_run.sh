@@ -43,7 +43,7 @@ T="$B/tests/jitmm_tests"
 if [ "$mode" = all ] || [ "$mode" = test ]; then
     # ctest without the GPU cases (they run next, with their full output).
     step ctest ctest --test-dir "$B" --output-on-failure -j 8 \
-        -E '^cuda: (every dtype|epilogues|batches|sanitizer|timing|SM80 large)|^cuda devices|^cuda sm90: (wgmma|CTA pairs|jitmm_tune|split K)'
+        -E '^cuda: (every dtype|epilogues|batches|sanitizer|timing|SM80 large)|^cuda devices|^cuda sm90: (wgmma|CTA pairs|jitmm_tune|split K|partial last tiles)'
     step cuda_tests "$T" "[cuda]" --durations yes
     # The same dtype, layout, epilogue and batch cases on the SM80 family, which a Hopper GPU otherwise only
     # uses for decode and staged operands.
