@@ -505,13 +505,18 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
       warpgroup_sync(1 + consumer);
       if (!*last) continue;
       __threadfence();
+      // Every range's piece is loaded before any is added: one L2 round trip per piece, not one per range
+      // (added one range after another, each load waited for the add before it: H100, 384x6144x4096 split 4
+      // ways, 64 dependent round trips per tile made a quarter-K unit cost most of a whole tile).
 #pragma unroll
       for (int i = 0; i < NACC / 4; ++i) {
+        Acc4 q[SPLIT];
+#pragma unroll
+        for (int r = 0; r < SPLIT; ++r) q[r] = __ldcg(slots + r * SLOT + i * 128 + tid);
         Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#pragma unroll 1
+#pragma unroll
         for (int r = 0; r < SPLIT; ++r) {
-          const Acc4 q = __ldcg(slots + r * SLOT + i * 128 + tid);
-          s0 += q.x; s1 += q.y; s2 += q.z; s3 += q.w;
+          s0 += q[r].x; s1 += q[r].y; s2 += q[r].z; s3 += q[r].w;
         }
         acc[4 * i] = s0; acc[4 * i + 1] = s1; acc[4 * i + 2] = s2; acc[4 * i + 3] = s3;
       }
