@@ -115,10 +115,9 @@ public:
     // Every tile one after another; the base pointers live in callee-saved registers. Tiles of the same variant
     // share one body, called with the tile's pointers in rdi/rsi/rdx/rcx (a leaf that touches no stack): a
     // 64^3 problem has ten tiles of two variants, and emitting each inline made 19 KB of code and 113 us of
-    // JIT time. Without repeats the tiles stay inline.
+    // JIT time. Without repeats the tiles stay inline. The shared bodies come first, so that every call
+    // branches back to a known offset (no Xbyak labels).
     size_t emit_whole(const std::vector<PlacedTile>& tiles) {
-        align(16);
-        const size_t entry = getSize();
         in_whole_ = true;
         std::vector<UkernelVariant> bodies;  // the distinct variants, in first-use order
         std::vector<size_t> body_of(tiles.size());
@@ -129,7 +128,15 @@ public:
             body_of[i] = b;
         }
         const bool shared = bodies.size() < tiles.size();
-        std::vector<Xbyak::Label> body_labels(shared ? bodies.size() : 0);
+        std::vector<size_t> body_offsets;
+        for (size_t b = 0; shared && b < bodies.size(); ++b) {
+            align(16);
+            body_offsets.push_back(getSize());
+            emit_tile_body(bodies[b]);
+            ret();
+        }
+        align(16);
+        const size_t entry = getSize();
         const Reg64 bases[4] = {r12, r13, r14, r15};
         for (const Reg64& r : bases) push(r);
         mov(r12, rdi);
@@ -142,17 +149,12 @@ public:
             lea_offset(rsi, r13, t.b_offset);
             lea_offset(rdx, r14, t.c_offset);
             lea_offset(rcx, r15, t.bias_offset);
-            if (shared) call(body_labels[body_of[i]]);
+            if (shared) call_back(body_offsets[body_of[i]]);
             else emit_tile_body(t.variant);
         }
         for (int i = 3; i >= 0; --i) pop(bases[i]);
         vzeroupper();
         ret();
-        for (size_t b = 0; b < body_labels.size(); ++b) {
-            L(body_labels[b]);
-            emit_tile_body(bodies[b]);
-            ret();
-        }
         in_whole_ = false;
         return entry;
     }
@@ -317,6 +319,24 @@ private:
     // Not in the whole-problem function: there is no next call, and its pushes move the stack arguments.
     bool c_next_prefetch() const { return L_.c_next_prefetch && !in_whole_; }
 
+    // Branches back to code already emitted, by offset: an Xbyak label's bookkeeping (hash maps, allocations)
+    // costs more than encoding the few instructions of a small kernel's loop.
+    void jnz_back(size_t target) {
+        const int64_t rel8 = int64_t(target) - int64_t(getSize() + 2);
+        if (rel8 >= -128) {
+            db(0x75);  // jnz rel8
+            db(static_cast<uint8_t>(rel8));
+        } else {
+            db(0x0F);  // jnz rel32
+            db(0x85);
+            dd(static_cast<uint32_t>(static_cast<int32_t>(int64_t(target) - int64_t(getSize() + 4))));
+        }
+    }
+    void call_back(size_t target) {
+        db(0xE8);  // call rel32
+        dd(static_cast<uint32_t>(static_cast<int32_t>(int64_t(target) - int64_t(getSize() + 4))));
+    }
+
     void k_loop(int64_t k_len) {
         // Within one unrolled iteration the k offsets are displacements; they must fit in 32 bits.
         int unroll = std::max(1, L_.k_unroll);
@@ -324,10 +344,9 @@ private:
         const int64_t iterations = k_len / unroll;
         const int64_t remainder = k_len % unroll;
         if (iterations > 0) {
-            Xbyak::Label loop;
             if (c_next_prefetch()) mov(r10, ptr[rsp + 8]);  // the seventh argument
             mov(rax, iterations);
-            L(loop);
+            const size_t loop = getSize();
             for (int u = 0; u < unroll; ++u) k_step(u);
             if (L_.a_prefetch && !L_.trans_a) {
                 // The next A tile's row, unroll floats per iteration: one call covers the row's K range.
@@ -353,9 +372,21 @@ private:
             advance(rdi, r11, unroll * a_k_bytes());
             advance(rsi, r11, unroll * b_k_bytes());
             dec(rax);
-            jnz(loop, T_NEAR);
+            jnz_back(loop);
         }
-        for (int u = 0; u < remainder; ++u) k_step(u);
+        if (remainder == 1) {
+            k_step(0);
+        } else if (remainder > 1) {
+            // The last steps as a loop of one: the unroll's code again, once, instead of up to unroll - 1 more
+            // copies (the encoding is most of a small kernel's JIT time; the loop costs a few cycles).
+            mov(rax, remainder);
+            const size_t loop = getSize();
+            k_step(0);
+            advance(rdi, r11, a_k_bytes());
+            advance(rsi, r11, b_k_bytes());
+            dec(rax);
+            jnz_back(loop);
+        }
     }
 
     // ---- epilogue: alpha, beta*C or +C, bias, activation, one store per vector -------------------------

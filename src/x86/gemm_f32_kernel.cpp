@@ -40,12 +40,13 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
     const int64_t k_blocks = ceil_div(p.k, plan.kc);
     const int64_t last_k = p.k - (k_blocks - 1) * plan.kc;
 
-    // Only the variants this shape reaches: full and tail rows/columns, and the K-block phases.
+    // Only the variants this shape reaches: full and tail rows/columns, and the K-block phases. A single call
+    // runs nothing but its own function, so it needs none (emitting them doubled its code and JIT time).
     std::vector<UkernelVariant> variants;
     std::vector<int> slots;
     const int row_kinds[2] = {mr, static_cast<int>(p.m % mr)};
     const int col_kinds[2] = {nr, static_cast<int>(p.n % nr)};
-    for (int rt = 0; rt < 2; ++rt) {
+    for (int rt = 0; rt < 2 && !plan.single_call; ++rt) {
         if (row_kinds[rt] == 0 || (rt == 0 && p.m < mr)) continue;
         for (int ct = 0; ct < 2; ++ct) {
             if (col_kinds[ct] == 0 || (ct == 0 && p.n < nr)) continue;
