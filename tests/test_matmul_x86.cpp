@@ -246,6 +246,9 @@ TEST_CASE("x86 f32: larger shapes cross the cache blocks (several K, M and N blo
             {33, 2000, 513, 2, true, false, 1, 0, 2, -1.0f, 0.5f, JITMM_EPILOGUE_RELU},
             // A transposed B under few row tiles: small B blocks (several N blocks, an N tail, two K blocks).
             {100, 1000, 700, 1, false, true, 0, 3, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+            // Column tails of as many vectors as the full tile over a packed B: one body, a mask per entry.
+            {200, 1020, 600, 1, false, false, 0, 0, 5, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_GELU_ERF},
+            {130, 570, 300, 2, false, true, 2, 1, 3, -0.5f, 0.0f, JITMM_EPILOGUE_RELU},
         };
         for (const Case& c : cases) check_case(e, c, rng);
         jitmm_engine_destroy(e);

@@ -45,7 +45,7 @@ private:
 struct BroadcastF32Family {
     using Recipe = plan::X86GemmPlan;
     using KernelType = GemmF32Kernel;
-    static constexpr int kVersion = 8;  // bump when the emitted code changes for the same recipe
+    static constexpr int kVersion = 9;  // bump when the emitted code changes for the same recipe
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
     }

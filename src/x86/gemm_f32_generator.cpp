@@ -33,9 +33,15 @@ EpilogueWork epilogue_work(const GemmF32Layout& L, const UkernelVariant& v) {
     return w;
 }
 
-// Whether two variants run the same K loop (tile and K block alike; they may differ in the epilogue).
-bool same_body(const UkernelVariant& a, const UkernelVariant& b) {
-    return a.rows == b.rows && a.cols == b.cols && a.k_len == b.k_len && a.partial == b.partial;
+// Whether two variants run the same K loop (tile and K block alike; they may differ in the epilogue). On
+// AVX-512 a column tail over a packed B (zero padded to the full width) runs the full tile's K loop when it
+// has as many vectors: the two share one body, whose epilogue masks the last vector with k1 (all lanes for
+// the full tile), set by each entry.
+bool same_body(const GemmF32Layout& L, const UkernelVariant& a, const UkernelVariant& b) {
+    if (a.rows != b.rows || a.k_len != b.k_len || a.partial != b.partial) return false;
+    if (a.cols == b.cols) return true;
+    const int vlen = vector_length(L.isa);
+    return L.b_packed && L.isa >= hw::X86Isa::avx512 && (a.cols + vlen - 1) / vlen == (b.cols + vlen - 1) / vlen;
 }
 
 using Xbyak::Xmm;
@@ -55,22 +61,32 @@ public:
           pool_(*this),
           math_(*this, pool_, avx512_) {}
 
-    // Variants that differ only in their epilogue (the first, middle and last K blocks of one tile) share
-    // one K loop: each entry leaves its epilogue's number in the red zone below the stack pointer (the body
-    // calls nothing and pushes nothing) and the body branches to that epilogue at the end. Identical epilogues
-    // (a middle and a last block without bias or activation) share an entry. This keeps the JIT time of
-    // many-block shapes down: Xbyak's encoding of the unrolled K loop is most of it.
-    // Returns one entry offset per variant.
+    // Variants that differ only in their epilogue (the first, middle and last K blocks of one tile), or in a
+    // column tail that same_body lets share the K loop, share one body: each entry sets its column mask (k1)
+    // where the widths differ and leaves its epilogue's number in the red zone below the stack pointer (the
+    // body calls nothing and pushes nothing); the body branches to that epilogue at the end. Identical
+    // entries (a middle and a last block without bias or activation) are one. This keeps the JIT time of
+    // many-block and column-tail shapes down: Xbyak's encoding of the unrolled K loop and the epilogues is
+    // most of it. Returns one entry offset per variant.
     std::vector<size_t> emit_variant_group(const std::vector<UkernelVariant>& group) {
-        std::vector<int> kind_of(group.size());
         std::vector<size_t> kinds;  // index into group of each distinct epilogue
+        std::vector<size_t> firsts;  // index into group of each distinct entry (epilogue and width)
+        std::vector<int> kind_of(group.size()), entry_of(group.size());
+        bool widths_differ = false;
         for (size_t i = 0; i < group.size(); ++i) {
+            widths_differ = widths_differ || group[i].cols != group[0].cols;
             size_t k = 0;
             while (k < kinds.size() && !(epilogue_work(L_, group[kinds[k]]) == epilogue_work(L_, group[i]))) ++k;
             if (k == kinds.size()) kinds.push_back(i);
             kind_of[i] = static_cast<int>(k);
+            size_t e = 0;
+            while (e < firsts.size() && !(kind_of[firsts[e]] == kind_of[i] && group[firsts[e]].cols == group[i].cols))
+                ++e;
+            if (e == firsts.size()) firsts.push_back(i);
+            entry_of[i] = static_cast<int>(e);
         }
-        if (kinds.size() == 1) {  // one epilogue: straight-line code (Xbyak labels cost microseconds to make)
+        mask_last_vector_ = widths_differ;
+        if (firsts.size() == 1) {  // one entry: straight-line code (Xbyak labels cost microseconds to make)
             align(16);
             const size_t entry = getSize();
             begin_variant(group[0]);
@@ -85,12 +101,13 @@ public:
         const auto epilogue_kind = dword[rsp - 8];
         Xbyak::Label body;
         std::vector<Xbyak::Label> epilogues(kinds.size());
-        std::vector<size_t> kind_entry(kinds.size());
-        for (size_t k = 0; k < kinds.size(); ++k) {
+        std::vector<size_t> entry_offsets(firsts.size());
+        for (size_t e = 0; e < firsts.size(); ++e) {
             align(16);
-            kind_entry[k] = getSize();
-            mov(epilogue_kind, static_cast<uint32_t>(k));
-            if (k + 1 < kinds.size()) jmp(body, T_NEAR);
+            entry_offsets[e] = getSize();
+            if (widths_differ) set_column_mask(group[firsts[e]].cols);
+            if (kinds.size() > 1) mov(epilogue_kind, static_cast<uint32_t>(kind_of[firsts[e]]));
+            if (e + 1 < firsts.size()) jmp(body, T_NEAR);
         }
         L(body);
         begin_variant(group[0]);
@@ -107,8 +124,9 @@ public:
             vzeroupper();
             ret();
         }
+        mask_last_vector_ = false;
         std::vector<size_t> entries(group.size());
-        for (size_t i = 0; i < group.size(); ++i) entries[i] = kind_entry[kind_of[i]];
+        for (size_t i = 0; i < group.size(); ++i) entries[i] = entry_offsets[entry_of[i]];
         return entries;
     }
 
@@ -189,7 +207,7 @@ private:
         b_base_ = rows_ * nvec_;
         bcast_ = b_base_ + (L_.b_from_memory ? 0 : nvec_);
         mask_reg_ = vector_register_count(L_.isa) - 1;
-        if (tail_ != 0) set_tail_mask();
+        if (tail_ != 0 && !mask_last_vector_) set_tail_mask();  // (a shared body's entries set it)
     }
     Xmm vreg(int i) const { return avx512_ ? Xmm(Xbyak::Operand::ZMM, i) : Xmm(Xbyak::Operand::YMM, i); }
     Xmm acc(int i, int j) const { return vreg(i * nvec_ + j); }
@@ -198,7 +216,14 @@ private:
     // Scratch for the epilogue: the registers after the accumulators (the planner leaves at least
     // kEpilogueTemps of them free of the AVX2 mask register).
     Xmm temp(int t) const { return vreg(b_base_ + t); }
-    bool is_tail_vector(int j) const { return tail_ != 0 && j == nvec_ - 1; }
+    bool is_tail_vector(int j) const { return (tail_ != 0 || mask_last_vector_) && j == nvec_ - 1; }
+
+    // k1 = the lanes of the last vector of a tile `cols` wide (all of them for whole vectors); AVX-512 only.
+    void set_column_mask(int cols) {
+        const int tail = cols % vlen_;
+        mov(eax, tail == 0 ? 0xffffu : (1u << tail) - 1);
+        kmovw(k1, eax);
+    }
 
     void set_tail_mask() {
         if (avx512_) {
@@ -442,6 +467,7 @@ private:
     int rows_ = 0, cols_ = 0, nvec_ = 0, tail_ = 0;
     int b_base_ = 0, bcast_ = 0, mask_reg_ = 0;
     bool in_whole_ = false;
+    bool mask_last_vector_ = false;  // a body shared by tiles of different widths: the epilogue masks with k1
 };
 
 }  // namespace
@@ -483,7 +509,7 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
             if (done[i]) continue;
             std::vector<size_t> members;
             for (size_t j = i; j < variants.size(); ++j)
-                if (!done[j] && same_body(variants[i], variants[j])) members.push_back(j);
+                if (!done[j] && same_body(layout, variants[i], variants[j])) members.push_back(j);
             std::vector<UkernelVariant> group;
             for (size_t j : members) group.push_back(variants[j]);
             const std::vector<size_t> entries = emitter.emit_variant_group(group);
