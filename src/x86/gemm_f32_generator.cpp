@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "x86/emit_buffer.hpp"
 #include "x86/vector_math.hpp"
+#include "x86/zmm_encoder.hpp"
 
 #include <xbyak/xbyak.h>
 
@@ -290,6 +291,33 @@ private:
                 prefetcht0(ptr[rdx + static_cast<int32_t>(int64_t(i) * L_.ldc * 4 + l * 64)]);
     }
 
+    // The K loop's and the plain epilogue's instructions. On AVX-512 their unmasked forms go through
+    // zmm_encoder: the same bytes in a few nanoseconds instead of Xbyak's 20-60.
+    static bool fits_disp32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+    bool direct(const Reg64& base, int64_t offset) const {
+        return avx512_ && fits_disp32(offset) && zmm_memory_operand_ok(base);
+    }
+    void load_from(const Xmm& dst, const Reg64& base, int64_t offset, bool tail) {
+        if (!tail && direct(base, offset)) load_zmm(*this, dst.getIdx(), base, static_cast<int32_t>(offset));
+        else load_vector(dst, ptr[base + offset], tail);
+    }
+    void store_to(const Reg64& base, int64_t offset, const Xmm& src, bool tail) {
+        if (!tail && direct(base, offset)) store_zmm(*this, base, static_cast<int32_t>(offset), src.getIdx());
+        else store_vector(ptr[base + offset], src, tail);
+    }
+    void broadcast_from(const Xmm& dst, const Reg64& base, int64_t offset) {
+        if (direct(base, offset)) broadcast_zmm(*this, dst.getIdx(), base, static_cast<int32_t>(offset));
+        else vbroadcastss(dst, ptr[base + offset]);
+    }
+    void fma(const Xmm& acc, const Xmm& b, const Xmm& a) {
+        if (avx512_) fma231_zmm(*this, acc.getIdx(), b.getIdx(), a.getIdx());
+        else vfmadd231ps(acc, b, a);
+    }
+    void add_vectors(const Xmm& dst, const Xmm& a, const Xmm& b) {
+        if (avx512_) add_zmm(*this, dst.getIdx(), a.getIdx(), b.getIdx());
+        else vaddps(dst, a, b);
+    }
+
     void k_step(int u) {
         // The B prefetches ride between the row broadcasts, one line after each row (the rest at the end).
         int next_line = 0;
@@ -297,7 +325,7 @@ private:
             // Few rows: each B vector feeds its FMAs straight from memory (L1), freeing the registers for
             // a wider tile. The direct-B tail vector is merge-masked: masked lanes are neither loaded nor added.
             for (int i = 0; i < rows_; ++i) {
-                vbroadcastss(bcast(), ptr[rdi + u * a_k_bytes() + i * a_row_bytes()]);
+                broadcast_from(bcast(), rdi, u * a_k_bytes() + i * a_row_bytes());
                 for (int j = 0; j < nvec_; ++j) {
                     const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
                     if (is_tail_vector(j) && !L_.b_packed) vfmadd231ps(acc(i, j) | k1, bcast(), src);
@@ -309,14 +337,12 @@ private:
             return;
         }
         for (int j = 0; j < nvec_; ++j) {
-            const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
             // A packed panel is zero padded to full width: only direct B reads need the mask.
-            load_vector(bvec(j), src, is_tail_vector(j) && !L_.b_packed);
+            load_from(bvec(j), rsi, u * b_k_bytes() + j * vlen_ * 4, is_tail_vector(j) && !L_.b_packed);
         }
         for (int i = 0; i < rows_; ++i) {
-            const int64_t a_off = u * a_k_bytes() + i * a_row_bytes();
-            vbroadcastss(bcast(), ptr[rdi + a_off]);
-            for (int j = 0; j < nvec_; ++j) vfmadd231ps(acc(i, j), bvec(j), bcast());
+            broadcast_from(bcast(), rdi, u * a_k_bytes() + i * a_row_bytes());
+            for (int j = 0; j < nvec_; ++j) fma(acc(i, j), bvec(j), bcast());
             prefetch_b(u, next_line++);
         }
         while (next_line < b_row_lines()) prefetch_b(u, next_line++);
@@ -427,20 +453,20 @@ private:
             for (int j = 0; j < nvec_; ++j) {
                 const Xmm a = acc(i, j);
                 const bool tail = is_tail_vector(j);
-                const auto c_addr = ptr[r11 + j * vlen_ * 4];
+                const int64_t c_offset = j * vlen_ * 4;  // from r11, the row of C
                 if (L_.alpha != 1.0f) vmulps(a, a, pool_(L_.alpha));
                 if (read_c) {
-                    load_vector(t0, c_addr, tail);
-                    if (c_scale == 1.0f) vaddps(a, a, t0);
+                    load_from(t0, r11, c_offset, tail);
+                    if (c_scale == 1.0f) add_vectors(a, a, t0);
                     else vfmadd231ps(a, t0, pool_(c_scale));
                 }
                 if (add_bias) {
-                    if (L_.bias == BiasKind::per_row) vbroadcastss(t0, ptr[rcx + i * 4]);
-                    else load_vector(t0, ptr[rcx + j * vlen_ * 4], tail);
-                    vaddps(a, a, t0);
+                    if (L_.bias == BiasKind::per_row) broadcast_from(t0, rcx, i * 4);
+                    else load_from(t0, rcx, j * vlen_ * 4, tail);
+                    add_vectors(a, a, t0);
                 }
                 math_.apply(act, a, t0, t1, t2);
-                store_vector(c_addr, a, tail);
+                store_to(r11, c_offset, a, tail);
             }
             if (i + 1 < rows_) advance(r11, r10, L_.ldc * 4);
         }
