@@ -397,6 +397,7 @@ private:
         if (iterations > 0) {
             if (c_next_prefetch()) mov(r10, ptr[rsp + 8]);  // the seventh argument
             mov(rax, iterations);
+            align(64);  // the loop starts on a line (23^3 NT: 10% faster than where it happened to fall)
             const size_t loop = getSize();
             for (int u = 0; u < unroll; ++u) k_step(u);
             if (L_.a_prefetch && !L_.trans_a) {
@@ -431,6 +432,7 @@ private:
             // The last steps as a loop of one: the unroll's code again, once, instead of up to unroll - 1 more
             // copies (the encoding is most of a small kernel's JIT time; the loop costs a few cycles).
             mov(rax, remainder);
+            align(64);  // (as the main loop)
             const size_t loop = getSize();
             k_step(0);
             advance(rdi, r11, a_k_bytes());
