@@ -59,3 +59,70 @@ TEST_CASE("zmm encoder: the same bytes as Xbyak", "[x86][encoder]") {
     }
     CHECK(bases_tried == 12);  // all but rsp, rbp, r12, r13
 }
+
+TEST_CASE("zmm encoder: the activations' operations, on registers and on a RIP-relative constant", "[x86][encoder]") {
+    using Xbyak::Zmm;
+    using Op = void (*)(Emitter&, const Zmm&, const Zmm&, const Xbyak::Operand&);
+#define XBYAK_OP(name) [](Emitter& e, const Zmm& d, const Zmm& a, const Xbyak::Operand& b) { e.name(d, a, b); }, #name
+    struct Case {
+        jitmm::x86::ZmmOp op;
+        Op xbyak;
+        const char* name;
+    };
+    const Case cases[] = {
+        {jitmm::x86::kZmmAdd, XBYAK_OP(vaddps)},
+        {jitmm::x86::kZmmMul, XBYAK_OP(vmulps)},
+        {jitmm::x86::kZmmSub, XBYAK_OP(vsubps)},
+        {jitmm::x86::kZmmMin, XBYAK_OP(vminps)},
+        {jitmm::x86::kZmmMax, XBYAK_OP(vmaxps)},
+        {jitmm::x86::kZmmAnd, XBYAK_OP(vandps)},
+        {jitmm::x86::kZmmXor, XBYAK_OP(vxorps)},
+        {jitmm::x86::kZmmFmadd213, XBYAK_OP(vfmadd213ps)},
+        {jitmm::x86::kZmmFmadd231, XBYAK_OP(vfmadd231ps)},
+        {jitmm::x86::kZmmFnmadd213, XBYAK_OP(vfnmadd213ps)},
+        {jitmm::x86::kZmmFnmadd231, XBYAK_OP(vfnmadd231ps)},
+        {jitmm::x86::kZmmScalef, XBYAK_OP(vscalefps)},
+    };
+#undef XBYAK_OP
+    Emitter mine, xbyak;
+    for (const Case& c : cases) {
+        for (int d = 0; d < 32; d += 3) {
+            for (int a = 0; a < 32; a += 5) {
+                for (int b = 0; b < 32; b += 7) {
+                    INFO(c.name << " zmm" << d << ", zmm" << a << ", zmm" << b);
+                    jitmm::x86::zmm_op(mine, c.op, d, a, b);
+                    c.xbyak(xbyak, Zmm(d), Zmm(a), Zmm(b));
+                    REQUIRE(mine.take() == xbyak.take());
+                }
+                // [rip + rel32] pointing 100 bytes past the instruction: patched by hand here, by Xbyak's label.
+                INFO(c.name << " zmm" << d << ", zmm" << a << ", [rip]");
+                const size_t rel_at = jitmm::x86::zmm_op_rip(mine, c.op, d, a);
+                mine.rewrite(rel_at, 100, 4);
+                Xbyak::Label target;
+                c.xbyak(xbyak, Zmm(d), Zmm(a), xbyak.ptr[xbyak.rip + target]);
+                for (int i = 0; i < 100; ++i) xbyak.db(0);
+                xbyak.L(target);
+                std::vector<uint8_t> theirs = xbyak.take();
+                theirs.resize(theirs.size() - 100);
+                REQUIRE(mine.take() == theirs);
+            }
+        }
+    }
+    // The one-source forms: vmovups from a constant, vrcp14ps.
+    for (int d = 0; d < 32; d += 3) {
+        const size_t rel_at = jitmm::x86::zmm_op_rip(mine, jitmm::x86::kZmmLoad, d, 0);
+        mine.rewrite(rel_at, 100, 4);
+        Xbyak::Label target;
+        xbyak.vmovups(Zmm(d), xbyak.ptr[xbyak.rip + target]);
+        for (int i = 0; i < 100; ++i) xbyak.db(0);
+        xbyak.L(target);
+        std::vector<uint8_t> theirs = xbyak.take();
+        theirs.resize(theirs.size() - 100);
+        REQUIRE(mine.take() == theirs);
+        for (int b = 0; b < 32; b += 7) {
+            jitmm::x86::zmm_op(mine, jitmm::x86::kZmmRcp14, d, 0, b);
+            xbyak.vrcp14ps(Zmm(d), Zmm(b));
+            REQUIRE(mine.take() == xbyak.take());
+        }
+    }
+}

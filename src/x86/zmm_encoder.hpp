@@ -1,5 +1,6 @@
-// Direct EVEX encodings of the instructions an AVX-512 f32 K loop and its plain epilogue are made of (vector
-// loads and stores, a broadcast of A, FMA, add). Xbyak builds an Address and runs its generic encoder for
+// Direct EVEX encodings of the instructions an AVX-512 f32 K loop, its plain epilogue and the activations are
+// made of (vector loads and stores, a broadcast of A, FMAs, arithmetic on registers or on a RIP-relative
+// constant). Xbyak builds an Address and runs its generic encoder for
 // each: 20-60 ns an instruction, most of the JIT time of a small kernel. These write the same bytes (test_zmm_encoder.cpp
 // compares them with Xbyak's) in a few nanoseconds. Only plain forms: no opmask, a base register without
 // index, and not rsp/r12 (which need a SIB byte) nor rbp/r13 (no displacement-free form);
@@ -8,6 +9,7 @@
 
 #include <xbyak/xbyak.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace jitmm::x86 {
@@ -49,12 +51,39 @@ inline void memory(Xbyak::CodeGenerator& g, int reg, const Xbyak::Reg64& base, i
 
 }  // namespace evex_detail
 
-// vfmadd231ps zmm(dst), zmm(a), zmm(b): dst += a * b.
-inline void fma231_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) {
-    evex_detail::prefix(g, dst, a, b, 2, 1);
-    g.db(0xB8);
+// One EVEX.512.W0 operation by opcode: the map (1: 0F, 2: 0F38), the implied prefix (0: none, 1: 66) and
+// the opcode byte.
+struct ZmmOp {
+    uint8_t map, pp, opcode;
+};
+constexpr ZmmOp kZmmAdd{1, 0, 0x58}, kZmmMul{1, 0, 0x59}, kZmmSub{1, 0, 0x5C}, kZmmMin{1, 0, 0x5D},
+    kZmmMax{1, 0, 0x5F}, kZmmAnd{1, 0, 0x54}, kZmmXor{1, 0, 0x57}, kZmmLoad{1, 0, 0x10};
+constexpr ZmmOp kZmmFmadd213{2, 1, 0xA8}, kZmmFmadd231{2, 1, 0xB8}, kZmmFnmadd213{2, 1, 0xAC},
+    kZmmFnmadd231{2, 1, 0xBC}, kZmmScalef{2, 1, 0x2C}, kZmmRcp14{2, 1, 0x4C};
+
+// op zmm(dst), zmm(a), zmm(b); a = 0 for the one-source operations (kZmmLoad, kZmmRcp14: dst = op(b)).
+inline void zmm_op(Xbyak::CodeGenerator& g, ZmmOp op, int dst, int a, int b) {
+    evex_detail::prefix(g, dst, a, b, op.map, op.pp);
+    g.db(op.opcode);
     g.db(0xC0 | ((dst & 7) << 3) | (b & 7));
 }
+
+// op zmm(dst), zmm(a), zword [rip + rel32] with rel32 left 0: returns where it lies (the instruction ends 4
+// bytes later), for the caller to point it at its operand once that has a place (ConstantPool::refer).
+inline size_t zmm_op_rip(Xbyak::CodeGenerator& g, ZmmOp op, int dst, int a) {
+    evex_detail::prefix(g, dst, a, 0, op.map, op.pp);
+    g.db(op.opcode);
+    g.db(((dst & 7) << 3) | 5);  // mod 00, rm 101: rip + disp32
+    const size_t rel_at = g.getSize();
+    g.dd(0);
+    return rel_at;
+}
+
+// vfmadd231ps zmm(dst), zmm(a), zmm(b): dst += a * b.
+inline void fma231_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) { zmm_op(g, kZmmFmadd231, dst, a, b); }
+
+// vaddps zmm(dst), zmm(a), zmm(b).
+inline void add_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) { zmm_op(g, kZmmAdd, dst, a, b); }
 
 // vbroadcastss zmm(dst), dword [base + disp].
 inline void broadcast_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
@@ -75,13 +104,6 @@ inline void store_zmm(Xbyak::CodeGenerator& g, const Xbyak::Reg64& base, int32_t
     evex_detail::prefix(g, src, 0, base.getIdx(), 1, 0);
     g.db(0x11);
     evex_detail::memory(g, src, base, disp, 64);
-}
-
-// vaddps zmm(dst), zmm(a), zmm(b).
-inline void add_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) {
-    evex_detail::prefix(g, dst, a, b, 1, 0);
-    g.db(0x58);
-    g.db(0xC0 | ((dst & 7) << 3) | (b & 7));
 }
 
 }  // namespace jitmm::x86
