@@ -12,24 +12,23 @@ Xbyak::Address ConstantPool::operator()(float value) {
     return bits(pattern);
 }
 
-Xbyak::Address ConstantPool::bits(uint32_t pattern) { return gen_.ptr[gen_.rip + labels_[pattern]]; }
+Xbyak::Address ConstantPool::bits(uint32_t pattern) { return gen_.ptr[gen_.rip + vectors_[pattern].label]; }
 
 void ConstantPool::refer(uint32_t pattern, size_t rel_at) {
-    labels_[pattern];  // the vector is emitted with the others
-    references_.emplace_back(pattern, rel_at);
+    if (references_.empty()) references_.reserve(256);
+    references_.emplace_back(&vectors_[pattern], rel_at);  // map nodes stay put
 }
 
 void ConstantPool::emit() {
-    if (labels_.empty()) return;
+    if (vectors_.empty()) return;
     gen_.align(64);
-    std::map<uint32_t, size_t> offsets;
-    for (auto& [pattern, label] : labels_) {
-        offsets[pattern] = gen_.getSize();
-        gen_.L(label);
+    for (auto& [pattern, vector] : vectors_) {
+        vector.offset = gen_.getSize();
+        gen_.L(vector.label);
         for (int lane = 0; lane < 16; ++lane) gen_.dd(pattern);  // 64 bytes: a zmm (or the low ymm) load
     }
-    for (const auto& [pattern, rel_at] : references_)
-        gen_.rewrite(rel_at, static_cast<uint32_t>(offsets[pattern] - (rel_at + 4)), 4);
+    for (const auto& [vector, rel_at] : references_)
+        gen_.rewrite(rel_at, static_cast<uint32_t>(vector->offset - (rel_at + 4)), 4);
 }
 
 namespace {

@@ -27,9 +27,13 @@ public:
     void emit();                                  // call once, after the last instruction
 
 private:
+    struct Vector {
+        Xbyak::Label label;  // for Xbyak's operands
+        size_t offset = 0;   // where emit() put it, for refer's
+    };
     Xbyak::CodeGenerator& gen_;
-    std::map<uint32_t, Xbyak::Label> labels_;
-    std::vector<std::pair<uint32_t, size_t>> references_;  // (pattern, rel_at) of refer
+    std::map<uint32_t, Vector> vectors_;                      // emitted in pattern order
+    std::vector<std::pair<const Vector*, size_t>> references_;  // (vector, rel_at) of refer
 };
 
 class VectorMath {
