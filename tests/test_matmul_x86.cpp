@@ -244,6 +244,11 @@ TEST_CASE("x86 f32: larger shapes cross the cache blocks (several K, M and N blo
             {257, 1100, 600, 1, true, true, 3, 5, 7, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_SILU},
             {1, 4097, 1500, 1, false, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
             {33, 2000, 513, 2, true, false, 1, 0, 2, -1.0f, 0.5f, JITMM_EPILOGUE_RELU},
+            // A transposed B under few row tiles: small B blocks (several N blocks, an N tail, two K blocks).
+            {100, 1000, 700, 1, false, true, 0, 3, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+            // Column tails of as many vectors as the full tile over a packed B: one body, a mask per entry.
+            {200, 1020, 600, 1, false, false, 0, 0, 5, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_GELU_ERF},
+            {130, 570, 300, 2, false, true, 2, 1, 3, -0.5f, 0.0f, JITMM_EPILOGUE_RELU},
         };
         for (const Case& c : cases) check_case(e, c, rng);
         jitmm_engine_destroy(e);
@@ -693,9 +698,9 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     jitmm::Problem aliased_t = plain_problem(128, 128, 128, true, false);
     aliased_t.lda = 2048;  // A transposed: successive k 8 KiB apart
     CHECK(jitmm::plan::plan_x86_gemm_f32(aliased_t, cpu, isa, 1).pack_a);
-    // Two B blocks share L2 (one in use, one packed ahead): a quarter of L2 each for a transposed B with few
+    // Two B blocks share L2 (one in use, one packed ahead): an eighth of L2 each for a transposed B with few
     // row tiles, half for the rest.
-    CHECK(llm.nc * llm.kc * 4 <= 512 * 1024);
+    CHECK(llm.nc * llm.kc * 4 <= 256 * 1024);
     CHECK(big.nc * big.kc * 4 > 512 * 1024);
     // B read in place from memory prefetches its rows ahead; packed or small B does not.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k > 0);

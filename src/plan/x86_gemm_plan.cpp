@@ -233,10 +233,12 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
     plan.kc = round_up(ceil_div(p.k, k_blocks), L.k_unroll);
     // Two B blocks are in L2 at once (the one in use and the next, packed ahead). A transposed B reused by few
-    // row tiles is packed at a high rate against its compute, and its blocks then take a quarter of L2 each
-    // instead of half (1 thread, 128x4096x4096 NT: 134 -> 145 GFLOP/s, 128x4096x11008 NT 135 -> 146; NN
-    // and 512 rows or more measured slower with the smaller block).
-    const int64_t b_block_bytes = p.trans_b && m_tiles <= 16 ? l2 / 4 : l2 / 2;
+    // row tiles is packed at a high rate against its compute, and its blocks then take an eighth of L2 each
+    // instead of half (1 thread, 128x4096x4096 NT: 134 -> 145 GFLOP/s with a quarter; an eighth, medians of 3
+    // alternated against a quarter: 128x4096x4096 NT bias+GELU 156 -> 160, 128x4096x11008 NT 158 -> 166,
+    // 16x4096x4096 NT 65 -> 74; the same with B's rows padded off 4 KiB strides, so not L2 set aliasing; NN and
+    // 512 rows or more measured slower with the smaller block).
+    const int64_t b_block_bytes = p.trans_b && m_tiles <= 16 ? l2 / 8 : l2 / 2;
     plan.nc = std::max<int64_t>(nr, b_block_bytes / (plan.kc * 4) / nr * nr);
     if (const char* forced = std::getenv("JITMM_X86_NC")) plan.nc = std::max<int64_t>(1, std::atoi(forced) / nr) * nr;
     plan.mc = std::max<int64_t>(L.mr, (l2 / 4) / (plan.kc * 4) / L.mr * L.mr);

@@ -45,7 +45,7 @@ private:
 struct BroadcastF32Family {
     using Recipe = plan::X86GemmPlan;
     using KernelType = GemmF32Kernel;
-    static constexpr int kVersion = 7;  // bump when the emitted code changes for the same recipe
+    static constexpr int kVersion = 10;  // bump when the emitted code changes for the same recipe (10: aligned)
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
     }
@@ -56,7 +56,7 @@ struct BroadcastF32Family {
 struct DotF32Family {
     using Recipe = plan::X86DotPlan;
     using KernelType = GemmF32DotKernel;
-    static constexpr int kVersion = 3;
+    static constexpr int kVersion = 4;  // 4: code aligned where it runs (emit_buffer)
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_dot_avx512" : "x86_f32_dot_avx2";
     }
@@ -71,8 +71,8 @@ struct LowpFamily {
     // 5: AMX early next-panel loads only from 8 K steps, small B blocks without the T1 hint; 6: AMX calls of one
     // K block in equal short K steps (plan::amx_k_step_bytes); 7: AMX one-step calls of whole tiles as one
     // whole-call function (gemm_amx_whole_generator.hpp); 8: its C tiles rotate singly, ldtilecfg after the first
-    // B panel's packing; 9: and K in two equal tile steps
-    static constexpr int kVersion = 9;
+    // B panel's packing; 9: and K in two equal tile steps; 10: code aligned where it runs (emit_buffer)
+    static constexpr int kVersion = 10;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

@@ -14,10 +14,15 @@
 
 namespace jitmm::x86 {
 
+// The buffer starts on a cache line: Xbyak's align() pads to the buffer's address, not to the offset, and the
+// code runs from page-aligned memory, so an unaligned buffer (a large std::vector sits 16 bytes past a page)
+// left the 64-byte constants of an epilogue across two lines and made the bytes depend on the heap.
 inline uint8_t* emit_buffer(size_t capacity) {
+    constexpr size_t kAlign = 64;
     thread_local std::vector<uint8_t> buffer;
-    if (buffer.size() < capacity) buffer.resize(capacity);
-    return buffer.data();
+    if (buffer.size() < capacity + kAlign) buffer.resize(capacity + kAlign);
+    const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+    return buffer.data() + (kAlign - address % kAlign) % kAlign;
 }
 
 // emit(buffer, capacity) builds its emitter on the buffer and returns the generator's result (copying the

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "x86/emit_buffer.hpp"
 #include "x86/vector_math.hpp"
+#include "x86/zmm_encoder.hpp"
 
 #include <xbyak/xbyak.h>
 
@@ -33,9 +34,15 @@ EpilogueWork epilogue_work(const GemmF32Layout& L, const UkernelVariant& v) {
     return w;
 }
 
-// Whether two variants run the same K loop (tile and K block alike; they may differ in the epilogue).
-bool same_body(const UkernelVariant& a, const UkernelVariant& b) {
-    return a.rows == b.rows && a.cols == b.cols && a.k_len == b.k_len && a.partial == b.partial;
+// Whether two variants run the same K loop (tile and K block alike; they may differ in the epilogue). On
+// AVX-512 a column tail over a packed B (zero padded to the full width) runs the full tile's K loop when it
+// has as many vectors: the two share one body, whose epilogue masks the last vector with k1 (all lanes for
+// the full tile), set by each entry.
+bool same_body(const GemmF32Layout& L, const UkernelVariant& a, const UkernelVariant& b) {
+    if (a.rows != b.rows || a.k_len != b.k_len || a.partial != b.partial) return false;
+    if (a.cols == b.cols) return true;
+    const int vlen = vector_length(L.isa);
+    return L.b_packed && L.isa >= hw::X86Isa::avx512 && (a.cols + vlen - 1) / vlen == (b.cols + vlen - 1) / vlen;
 }
 
 using Xbyak::Xmm;
@@ -55,22 +62,32 @@ public:
           pool_(*this),
           math_(*this, pool_, avx512_) {}
 
-    // Variants that differ only in their epilogue (the first, middle and last K blocks of one tile) share
-    // one K loop: each entry leaves its epilogue's number in the red zone below the stack pointer (the body
-    // calls nothing and pushes nothing) and the body branches to that epilogue at the end. Identical epilogues
-    // (a middle and a last block without bias or activation) share an entry. This keeps the JIT time of
-    // many-block shapes down: Xbyak's encoding of the unrolled K loop is most of it.
-    // Returns one entry offset per variant.
+    // Variants that differ only in their epilogue (the first, middle and last K blocks of one tile), or in a
+    // column tail that same_body lets share the K loop, share one body: each entry sets its column mask (k1)
+    // where the widths differ and leaves its epilogue's number in the red zone below the stack pointer (the
+    // body calls nothing and pushes nothing); the body branches to that epilogue at the end. Identical
+    // entries (a middle and a last block without bias or activation) are one. This keeps the JIT time of
+    // many-block and column-tail shapes down: Xbyak's encoding of the unrolled K loop and the epilogues is
+    // most of it. Returns one entry offset per variant.
     std::vector<size_t> emit_variant_group(const std::vector<UkernelVariant>& group) {
-        std::vector<int> kind_of(group.size());
         std::vector<size_t> kinds;  // index into group of each distinct epilogue
+        std::vector<size_t> firsts;  // index into group of each distinct entry (epilogue and width)
+        std::vector<int> kind_of(group.size()), entry_of(group.size());
+        bool widths_differ = false;
         for (size_t i = 0; i < group.size(); ++i) {
+            widths_differ = widths_differ || group[i].cols != group[0].cols;
             size_t k = 0;
             while (k < kinds.size() && !(epilogue_work(L_, group[kinds[k]]) == epilogue_work(L_, group[i]))) ++k;
             if (k == kinds.size()) kinds.push_back(i);
             kind_of[i] = static_cast<int>(k);
+            size_t e = 0;
+            while (e < firsts.size() && !(kind_of[firsts[e]] == kind_of[i] && group[firsts[e]].cols == group[i].cols))
+                ++e;
+            if (e == firsts.size()) firsts.push_back(i);
+            entry_of[i] = static_cast<int>(e);
         }
-        if (kinds.size() == 1) {  // one epilogue: straight-line code (Xbyak labels cost microseconds to make)
+        mask_last_vector_ = widths_differ;
+        if (firsts.size() == 1) {  // one entry: straight-line code (Xbyak labels cost microseconds to make)
             align(16);
             const size_t entry = getSize();
             begin_variant(group[0]);
@@ -85,12 +102,13 @@ public:
         const auto epilogue_kind = dword[rsp - 8];
         Xbyak::Label body;
         std::vector<Xbyak::Label> epilogues(kinds.size());
-        std::vector<size_t> kind_entry(kinds.size());
-        for (size_t k = 0; k < kinds.size(); ++k) {
+        std::vector<size_t> entry_offsets(firsts.size());
+        for (size_t e = 0; e < firsts.size(); ++e) {
             align(16);
-            kind_entry[k] = getSize();
-            mov(epilogue_kind, static_cast<uint32_t>(k));
-            if (k + 1 < kinds.size()) jmp(body, T_NEAR);
+            entry_offsets[e] = getSize();
+            if (widths_differ) set_column_mask(group[firsts[e]].cols);
+            if (kinds.size() > 1) mov(epilogue_kind, static_cast<uint32_t>(kind_of[firsts[e]]));
+            if (e + 1 < firsts.size()) jmp(body, T_NEAR);
         }
         L(body);
         begin_variant(group[0]);
@@ -107,18 +125,18 @@ public:
             vzeroupper();
             ret();
         }
+        mask_last_vector_ = false;
         std::vector<size_t> entries(group.size());
-        for (size_t i = 0; i < group.size(); ++i) entries[i] = kind_entry[kind_of[i]];
+        for (size_t i = 0; i < group.size(); ++i) entries[i] = entry_offsets[entry_of[i]];
         return entries;
     }
 
     // Every tile one after another; the base pointers live in callee-saved registers. Tiles of the same variant
     // share one body, called with the tile's pointers in rdi/rsi/rdx/rcx (a leaf that touches no stack): a
     // 64^3 problem has ten tiles of two variants, and emitting each inline made 19 KB of code and 113 us of
-    // JIT time. Without repeats the tiles stay inline.
+    // JIT time. Without repeats the tiles stay inline. The shared bodies come first, so that every call
+    // branches back to a known offset (no Xbyak labels).
     size_t emit_whole(const std::vector<PlacedTile>& tiles) {
-        align(16);
-        const size_t entry = getSize();
         in_whole_ = true;
         std::vector<UkernelVariant> bodies;  // the distinct variants, in first-use order
         std::vector<size_t> body_of(tiles.size());
@@ -129,7 +147,15 @@ public:
             body_of[i] = b;
         }
         const bool shared = bodies.size() < tiles.size();
-        std::vector<Xbyak::Label> body_labels(shared ? bodies.size() : 0);
+        std::vector<size_t> body_offsets;
+        for (size_t b = 0; shared && b < bodies.size(); ++b) {
+            align(16);
+            body_offsets.push_back(getSize());
+            emit_tile_body(bodies[b]);
+            ret();
+        }
+        align(16);
+        const size_t entry = getSize();
         const Reg64 bases[4] = {r12, r13, r14, r15};
         for (const Reg64& r : bases) push(r);
         mov(r12, rdi);
@@ -142,17 +168,12 @@ public:
             lea_offset(rsi, r13, t.b_offset);
             lea_offset(rdx, r14, t.c_offset);
             lea_offset(rcx, r15, t.bias_offset);
-            if (shared) call(body_labels[body_of[i]]);
+            if (shared) call_back(body_offsets[body_of[i]]);
             else emit_tile_body(t.variant);
         }
         for (int i = 3; i >= 0; --i) pop(bases[i]);
         vzeroupper();
         ret();
-        for (size_t b = 0; b < body_labels.size(); ++b) {
-            L(body_labels[b]);
-            emit_tile_body(bodies[b]);
-            ret();
-        }
         in_whole_ = false;
         return entry;
     }
@@ -187,7 +208,7 @@ private:
         b_base_ = rows_ * nvec_;
         bcast_ = b_base_ + (L_.b_from_memory ? 0 : nvec_);
         mask_reg_ = vector_register_count(L_.isa) - 1;
-        if (tail_ != 0) set_tail_mask();
+        if (tail_ != 0 && !mask_last_vector_) set_tail_mask();  // (a shared body's entries set it)
     }
     Xmm vreg(int i) const { return avx512_ ? Xmm(Xbyak::Operand::ZMM, i) : Xmm(Xbyak::Operand::YMM, i); }
     Xmm acc(int i, int j) const { return vreg(i * nvec_ + j); }
@@ -196,7 +217,14 @@ private:
     // Scratch for the epilogue: the registers after the accumulators (the planner leaves at least
     // kEpilogueTemps of them free of the AVX2 mask register).
     Xmm temp(int t) const { return vreg(b_base_ + t); }
-    bool is_tail_vector(int j) const { return tail_ != 0 && j == nvec_ - 1; }
+    bool is_tail_vector(int j) const { return (tail_ != 0 || mask_last_vector_) && j == nvec_ - 1; }
+
+    // k1 = the lanes of the last vector of a tile `cols` wide (all of them for whole vectors); AVX-512 only.
+    void set_column_mask(int cols) {
+        const int tail = cols % vlen_;
+        mov(eax, tail == 0 ? 0xffffu : (1u << tail) - 1);
+        kmovw(k1, eax);
+    }
 
     void set_tail_mask() {
         if (avx512_) {
@@ -263,6 +291,33 @@ private:
                 prefetcht0(ptr[rdx + static_cast<int32_t>(int64_t(i) * L_.ldc * 4 + l * 64)]);
     }
 
+    // The K loop's and the plain epilogue's instructions. On AVX-512 their unmasked forms go through
+    // zmm_encoder: the same bytes in a few nanoseconds instead of Xbyak's 20-60.
+    static bool fits_disp32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+    bool direct(const Reg64& base, int64_t offset) const {
+        return avx512_ && fits_disp32(offset) && zmm_memory_operand_ok(base);
+    }
+    void load_from(const Xmm& dst, const Reg64& base, int64_t offset, bool tail) {
+        if (!tail && direct(base, offset)) load_zmm(*this, dst.getIdx(), base, static_cast<int32_t>(offset));
+        else load_vector(dst, ptr[base + offset], tail);
+    }
+    void store_to(const Reg64& base, int64_t offset, const Xmm& src, bool tail) {
+        if (!tail && direct(base, offset)) store_zmm(*this, base, static_cast<int32_t>(offset), src.getIdx());
+        else store_vector(ptr[base + offset], src, tail);
+    }
+    void broadcast_from(const Xmm& dst, const Reg64& base, int64_t offset) {
+        if (direct(base, offset)) broadcast_zmm(*this, dst.getIdx(), base, static_cast<int32_t>(offset));
+        else vbroadcastss(dst, ptr[base + offset]);
+    }
+    void fma(const Xmm& acc, const Xmm& b, const Xmm& a) {
+        if (avx512_) fma231_zmm(*this, acc.getIdx(), b.getIdx(), a.getIdx());
+        else vfmadd231ps(acc, b, a);
+    }
+    void add_vectors(const Xmm& dst, const Xmm& a, const Xmm& b) {
+        if (avx512_) add_zmm(*this, dst.getIdx(), a.getIdx(), b.getIdx());
+        else vaddps(dst, a, b);
+    }
+
     void k_step(int u) {
         // The B prefetches ride between the row broadcasts, one line after each row (the rest at the end).
         int next_line = 0;
@@ -270,7 +325,7 @@ private:
             // Few rows: each B vector feeds its FMAs straight from memory (L1), freeing the registers for
             // a wider tile. The direct-B tail vector is merge-masked: masked lanes are neither loaded nor added.
             for (int i = 0; i < rows_; ++i) {
-                vbroadcastss(bcast(), ptr[rdi + u * a_k_bytes() + i * a_row_bytes()]);
+                broadcast_from(bcast(), rdi, u * a_k_bytes() + i * a_row_bytes());
                 for (int j = 0; j < nvec_; ++j) {
                     const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
                     if (is_tail_vector(j) && !L_.b_packed) vfmadd231ps(acc(i, j) | k1, bcast(), src);
@@ -282,14 +337,12 @@ private:
             return;
         }
         for (int j = 0; j < nvec_; ++j) {
-            const auto src = ptr[rsi + u * b_k_bytes() + j * vlen_ * 4];
             // A packed panel is zero padded to full width: only direct B reads need the mask.
-            load_vector(bvec(j), src, is_tail_vector(j) && !L_.b_packed);
+            load_from(bvec(j), rsi, u * b_k_bytes() + j * vlen_ * 4, is_tail_vector(j) && !L_.b_packed);
         }
         for (int i = 0; i < rows_; ++i) {
-            const int64_t a_off = u * a_k_bytes() + i * a_row_bytes();
-            vbroadcastss(bcast(), ptr[rdi + a_off]);
-            for (int j = 0; j < nvec_; ++j) vfmadd231ps(acc(i, j), bvec(j), bcast());
+            broadcast_from(bcast(), rdi, u * a_k_bytes() + i * a_row_bytes());
+            for (int j = 0; j < nvec_; ++j) fma(acc(i, j), bvec(j), bcast());
             prefetch_b(u, next_line++);
         }
         while (next_line < b_row_lines()) prefetch_b(u, next_line++);
@@ -317,6 +370,24 @@ private:
     // Not in the whole-problem function: there is no next call, and its pushes move the stack arguments.
     bool c_next_prefetch() const { return L_.c_next_prefetch && !in_whole_; }
 
+    // Branches back to code already emitted, by offset: an Xbyak label's bookkeeping (hash maps, allocations)
+    // costs more than encoding the few instructions of a small kernel's loop.
+    void jnz_back(size_t target) {
+        const int64_t rel8 = int64_t(target) - int64_t(getSize() + 2);
+        if (rel8 >= -128) {
+            db(0x75);  // jnz rel8
+            db(static_cast<uint8_t>(rel8));
+        } else {
+            db(0x0F);  // jnz rel32
+            db(0x85);
+            dd(static_cast<uint32_t>(static_cast<int32_t>(int64_t(target) - int64_t(getSize() + 4))));
+        }
+    }
+    void call_back(size_t target) {
+        db(0xE8);  // call rel32
+        dd(static_cast<uint32_t>(static_cast<int32_t>(int64_t(target) - int64_t(getSize() + 4))));
+    }
+
     void k_loop(int64_t k_len) {
         // Within one unrolled iteration the k offsets are displacements; they must fit in 32 bits.
         int unroll = std::max(1, L_.k_unroll);
@@ -324,10 +395,10 @@ private:
         const int64_t iterations = k_len / unroll;
         const int64_t remainder = k_len % unroll;
         if (iterations > 0) {
-            Xbyak::Label loop;
             if (c_next_prefetch()) mov(r10, ptr[rsp + 8]);  // the seventh argument
             mov(rax, iterations);
-            L(loop);
+            align(64);  // the loop starts on a line (23^3 NT: 10% faster than where it happened to fall)
+            const size_t loop = getSize();
             for (int u = 0; u < unroll; ++u) k_step(u);
             if (L_.a_prefetch && !L_.trans_a) {
                 // The next A tile's row, unroll floats per iteration: one call covers the row's K range.
@@ -353,9 +424,22 @@ private:
             advance(rdi, r11, unroll * a_k_bytes());
             advance(rsi, r11, unroll * b_k_bytes());
             dec(rax);
-            jnz(loop, T_NEAR);
+            jnz_back(loop);
         }
-        for (int u = 0; u < remainder; ++u) k_step(u);
+        if (remainder == 1) {
+            k_step(0);
+        } else if (remainder > 1) {
+            // The last steps as a loop of one: the unroll's code again, once, instead of up to unroll - 1 more
+            // copies (the encoding is most of a small kernel's JIT time; the loop costs a few cycles).
+            mov(rax, remainder);
+            align(64);  // (as the main loop)
+            const size_t loop = getSize();
+            k_step(0);
+            advance(rdi, r11, a_k_bytes());
+            advance(rsi, r11, b_k_bytes());
+            dec(rax);
+            jnz_back(loop);
+        }
     }
 
     // ---- epilogue: alpha, beta*C or +C, bias, activation, one store per vector -------------------------
@@ -371,20 +455,20 @@ private:
             for (int j = 0; j < nvec_; ++j) {
                 const Xmm a = acc(i, j);
                 const bool tail = is_tail_vector(j);
-                const auto c_addr = ptr[r11 + j * vlen_ * 4];
+                const int64_t c_offset = j * vlen_ * 4;  // from r11, the row of C
                 if (L_.alpha != 1.0f) vmulps(a, a, pool_(L_.alpha));
                 if (read_c) {
-                    load_vector(t0, c_addr, tail);
-                    if (c_scale == 1.0f) vaddps(a, a, t0);
+                    load_from(t0, r11, c_offset, tail);
+                    if (c_scale == 1.0f) add_vectors(a, a, t0);
                     else vfmadd231ps(a, t0, pool_(c_scale));
                 }
                 if (add_bias) {
-                    if (L_.bias == BiasKind::per_row) vbroadcastss(t0, ptr[rcx + i * 4]);
-                    else load_vector(t0, ptr[rcx + j * vlen_ * 4], tail);
-                    vaddps(a, a, t0);
+                    if (L_.bias == BiasKind::per_row) broadcast_from(t0, rcx, i * 4);
+                    else load_from(t0, rcx, j * vlen_ * 4, tail);
+                    add_vectors(a, a, t0);
                 }
                 math_.apply(act, a, t0, t1, t2);
-                store_vector(c_addr, a, tail);
+                store_to(r11, c_offset, a, tail);
             }
             if (i + 1 < rows_) advance(r11, r10, L_.ldc * 4);
         }
@@ -411,6 +495,7 @@ private:
     int rows_ = 0, cols_ = 0, nvec_ = 0, tail_ = 0;
     int b_base_ = 0, bcast_ = 0, mask_reg_ = 0;
     bool in_whole_ = false;
+    bool mask_last_vector_ = false;  // a body shared by tiles of different widths: the epilogue masks with k1
 };
 
 }  // namespace
@@ -452,7 +537,7 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
             if (done[i]) continue;
             std::vector<size_t> members;
             for (size_t j = i; j < variants.size(); ++j)
-                if (!done[j] && same_body(variants[i], variants[j])) members.push_back(j);
+                if (!done[j] && same_body(layout, variants[i], variants[j])) members.push_back(j);
             std::vector<UkernelVariant> group;
             for (size_t j : members) group.push_back(variants[j]);
             const std::vector<size_t> entries = emitter.emit_variant_group(group);

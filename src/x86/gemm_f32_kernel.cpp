@@ -40,12 +40,13 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
     const int64_t k_blocks = ceil_div(p.k, plan.kc);
     const int64_t last_k = p.k - (k_blocks - 1) * plan.kc;
 
-    // Only the variants this shape reaches: full and tail rows/columns, and the K-block phases.
+    // Only the variants this shape reaches: full and tail rows/columns, and the K-block phases. A single call
+    // runs nothing but its own function, so it needs none (emitting them doubled its code and JIT time).
     std::vector<UkernelVariant> variants;
     std::vector<int> slots;
     const int row_kinds[2] = {mr, static_cast<int>(p.m % mr)};
     const int col_kinds[2] = {nr, static_cast<int>(p.n % nr)};
-    for (int rt = 0; rt < 2; ++rt) {
+    for (int rt = 0; rt < 2 && !plan.single_call; ++rt) {
         if (row_kinds[rt] == 0 || (rt == 0 && p.m < mr)) continue;
         for (int ct = 0; ct < 2; ++ct) {
             if (col_kinds[ct] == 0 || (ct == 0 && p.n < nr)) continue;
@@ -145,8 +146,9 @@ void GemmF32Kernel::run(const RunArgs& args) const {
             const float* b_batch = b + t * p_.stride_b;
             if (plan_.pack_b) {
                 const int nr = plan_.nr();
+                const bool avx512 = plan_.layout.isa >= hw::X86Isa::avx512;
                 float* panels = pack_buffer<1>(static_cast<size_t>(ceil_div(p_.n, nr) * nr * p_.k));
-                pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, panels);
+                pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, avx512, panels);
                 b_batch = panels;
             }
             whole_(a + t * p_.stride_a, b_batch, c + t * p_.stride_c, bias, a, a, c);
@@ -226,7 +228,8 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
         return blk;
     };
     auto pack = [&](const Block& blk, float* panels, int64_t u0, int64_t u1) {
-        pack_b_f32(b, p_.ldb, p_.trans_b, blk.k0, blk.k_len, blk.jc, blk.n_cur, static_cast<int>(nr), panels, u0, u1);
+        pack_b_f32(b, p_.ldb, p_.trans_b, blk.k0, blk.k_len, blk.jc, blk.n_cur, static_cast<int>(nr),
+                   plan_.layout.isa >= hw::X86Isa::avx512, panels, u0, u1);
     };
     const size_t b_floats = static_cast<size_t>(ceil_div(std::min(plan_.nc, n1 - n0), nr) * nr *
                                                 std::min(plan_.kc, p_.k));

@@ -44,6 +44,35 @@ __attribute__((target("avx2"))) void transpose_rows(const float* src, int64_t ld
     }
 }
 
+// 16 stored rows x 16 k -> 16 panel rows of 16 floats (AVX-512). Each register gathers 128-bit quarters of four rows
+// 4 apart (lane l: row 4 l + i, k 4 c .. 4 c + 3; the inserts read memory: loads, not shuffles), so that one round
+// of in-lane 4 x 4 transposes finishes it: 32 shuffles and 16 whole-line stores per 256 floats instead of 64 and 32.
+__attribute__((target("avx512f"), always_inline)) inline void transpose_16x16(const float* src, int64_t ld,
+                                                                             float* dst, int64_t nr) {
+    for (int c = 0; c < 4; ++c) {
+        __m512 r[4];
+        for (int i = 0; i < 4; ++i) {
+            const float* p = src + i * ld + 4 * c;
+            __m512 v = _mm512_castps128_ps512(_mm_loadu_ps(p));
+            v = _mm512_insertf32x4(v, _mm_loadu_ps(p + 4 * ld), 1);
+            v = _mm512_insertf32x4(v, _mm_loadu_ps(p + 8 * ld), 2);
+            r[i] = _mm512_insertf32x4(v, _mm_loadu_ps(p + 12 * ld), 3);
+        }
+        const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
+        const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+        float* out = dst + 4 * c * nr;
+        _mm512_storeu_ps(out, _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)));
+        _mm512_storeu_ps(out + nr, _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)));
+        _mm512_storeu_ps(out + 2 * nr, _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)));
+        _mm512_storeu_ps(out + 3 * nr, _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+}
+
+__attribute__((target("avx512f"))) void transpose_rows_16(const float* src, int64_t ld, float* dst, int64_t k16,
+                                                          int64_t nr) {
+    for (int64_t k = 0; k < k16; k += 16) transpose_16x16(src + k, ld, dst + k * nr, nr);
+}
+
 // dst[0, n) = src[0, n): 8 floats per move, the rest one by one (rows of a panel are short: a call to
 // memcpy per row costs about as much as the copy).
 __attribute__((target("avx2"))) void copy_floats(const float* src, float* dst, int64_t n) {
@@ -69,7 +98,7 @@ int64_t pack_b_units(bool trans_b, int64_t k_len, int64_t width) {
 }
 
 void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0, int64_t width,
-                int nr, float* panels, int64_t unit_begin, int64_t unit_end) {
+                int nr, bool avx512, float* panels, int64_t unit_begin, int64_t unit_end) {
     const int64_t panel_count = (width + nr - 1) / nr;
     const int64_t pad_from = width - (panel_count - 1) * nr;  // first padding column of the last panel
     float* last_panel = panels + (panel_count - 1) * k_len * nr;
@@ -92,7 +121,9 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
         return;
     }
     // op(B)[k][j] = B[j][k]: 16 stored rows (contiguous in k) at a time, transposed into panel columns in
-    // 8 x 8 blocks through registers; ragged edges element by element.
+    // 16 x 16 (AVX-512) or 8 x 8 blocks through registers; ragged edges element by element. The 16 x 16 blocks
+    // made whole GEMMs faster (1 thread, two builds alternated in one process: 128x4096x4096 NT bias+GELU
+    // +1.4..3.8%, 128x11008x4096 NT +2.5%).
     const int64_t k8 = k_len / 8 * 8;
     for (int64_t g = unit_begin; g < unit_end; ++g) {
         const int64_t j = g * kPackBColumns, cols = std::min<int64_t>(kPackBColumns, width - j);
@@ -100,7 +131,13 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
         float* dst[kPackBColumns];
         for (int64_t c = 0; c < cols; ++c) dst[c] = panels + ((j + c) / nr) * k_len * nr + (j + c) % nr;
         const int64_t full = cols / 8 * 8;  // columns done in 8 x 8 blocks (for k < k8)
-        transpose_rows(src, ldb, dst[0], full >= 16 ? dst[8] : nullptr, full > 0 ? k8 : 0, nr);
+        if (avx512 && full == 16 && nr % 16 == 0) {  // the unit's 16 columns lie in one panel
+            const int64_t k16 = k_len / 16 * 16;
+            transpose_rows_16(src, ldb, dst[0], k16, nr);
+            transpose_rows(src + k16, ldb, dst[0] + k16 * nr, dst[8] + k16 * nr, k8 - k16, nr);
+        } else {
+            transpose_rows(src, ldb, dst[0], full >= 16 ? dst[8] : nullptr, full > 0 ? k8 : 0, nr);
+        }
         for (int64_t c = 0; c < cols; ++c)
             for (int64_t k = c < full ? k8 : 0; k < k_len; ++k) dst[c][k * nr] = src[c * ldb + k];
         if (j + cols == width && pad_from < nr)

@@ -20,14 +20,15 @@ constexpr int64_t kPackBColumns = 16;
 int64_t pack_b_units(bool trans_b, int64_t k_len, int64_t width);
 
 // Packs units [unit_begin, unit_end) of the block (k_len x width of op(B), from row k0 and column j0); the
-// unit holding the last column also zeroes the padding columns of the last panel.
+// unit holding the last column also zeroes the padding columns of the last panel. avx512: the kernel's tier
+// has AVX-512, which the transposing copy may then use too (a tier capped below it never runs it).
 void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0, int64_t width,
-                int nr, float* panels, int64_t unit_begin, int64_t unit_end);
+                int nr, bool avx512, float* panels, int64_t unit_begin, int64_t unit_end);
 
 // The whole block.
 inline void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0,
-                       int64_t width, int nr, float* panels) {
-    pack_b_f32(b, ldb, trans_b, k0, k_len, j0, width, nr, panels, 0, pack_b_units(trans_b, k_len, width));
+                       int64_t width, int nr, bool avx512, float* panels) {
+    pack_b_f32(b, ldb, trans_b, k0, k_len, j0, width, nr, avx512, panels, 0, pack_b_units(trans_b, k_len, width));
 }
 
 }  // namespace jitmm::x86

@@ -12,16 +12,78 @@ Xbyak::Address ConstantPool::operator()(float value) {
     return bits(pattern);
 }
 
-Xbyak::Address ConstantPool::bits(uint32_t pattern) { return gen_.ptr[gen_.rip + labels_[pattern]]; }
+Xbyak::Address ConstantPool::bits(uint32_t pattern) { return gen_.ptr[gen_.rip + vectors_[pattern].label]; }
+
+void ConstantPool::refer(uint32_t pattern, size_t rel_at) {
+    if (references_.empty()) references_.reserve(256);
+    references_.emplace_back(&vectors_[pattern], rel_at);  // map nodes stay put
+}
 
 void ConstantPool::emit() {
-    if (labels_.empty()) return;
+    if (vectors_.empty()) return;
     gen_.align(64);
-    for (auto& [pattern, label] : labels_) {
-        gen_.L(label);
+    for (auto& [pattern, vector] : vectors_) {
+        vector.offset = gen_.getSize();
+        gen_.L(vector.label);
         for (int lane = 0; lane < 16; ++lane) gen_.dd(pattern);  // 64 bytes: a zmm (or the low ymm) load
     }
+    for (const auto& [vector, rel_at] : references_)
+        gen_.rewrite(rel_at, static_cast<uint32_t>(vector->offset - (rel_at + 4)), 4);
 }
+
+namespace {
+
+uint32_t bits_of(float value) {
+    uint32_t pattern;
+    std::memcpy(&pattern, &value, sizeof pattern);
+    return pattern;
+}
+
+}  // namespace
+
+template <typename XbyakOp>
+void VectorMath::op_c(ZmmOp op, XbyakOp&& fallback, const Xmm& dst, const Xmm& a, uint32_t c) {
+    if (avx512_ && dst.isZMM()) c_.refer(c, zmm_op_rip(g_, op, dst.getIdx(), a.getIdx()));
+    else fallback(dst, a, c_.bits(c));
+}
+
+template <typename XbyakOp>
+void VectorMath::op_r(ZmmOp op, XbyakOp&& fallback, const Xmm& dst, const Xmm& a, const Xmm& b) {
+    if (avx512_ && dst.isZMM()) zmm_op(g_, op, dst.getIdx(), a.getIdx(), b.getIdx());
+    else fallback(dst, a, b);
+}
+
+#define JITMM_XBYAK(op) [this](const Xmm& d, const Xmm& a, const auto& b) { g_.op(d, a, b); }
+
+void VectorMath::mul(const Xmm& d, const Xmm& a, float c) { op_c(kZmmMul, JITMM_XBYAK(vmulps), d, a, bits_of(c)); }
+void VectorMath::mul(const Xmm& d, const Xmm& a, const Xmm& b) { op_r(kZmmMul, JITMM_XBYAK(vmulps), d, a, b); }
+void VectorMath::add(const Xmm& d, const Xmm& a, float c) { op_c(kZmmAdd, JITMM_XBYAK(vaddps), d, a, bits_of(c)); }
+void VectorMath::sub(const Xmm& d, const Xmm& a, float c) { op_c(kZmmSub, JITMM_XBYAK(vsubps), d, a, bits_of(c)); }
+void VectorMath::min(const Xmm& d, const Xmm& a, float c) { op_c(kZmmMin, JITMM_XBYAK(vminps), d, a, bits_of(c)); }
+void VectorMath::max(const Xmm& d, const Xmm& a, float c) { op_c(kZmmMax, JITMM_XBYAK(vmaxps), d, a, bits_of(c)); }
+void VectorMath::and_bits(const Xmm& d, const Xmm& a, uint32_t bits) { op_c(kZmmAnd, JITMM_XBYAK(vandps), d, a, bits); }
+void VectorMath::xor_bits(const Xmm& d, const Xmm& a, uint32_t bits) { op_c(kZmmXor, JITMM_XBYAK(vxorps), d, a, bits); }
+void VectorMath::fmadd213(const Xmm& d, const Xmm& a, float c) {
+    op_c(kZmmFmadd213, JITMM_XBYAK(vfmadd213ps), d, a, bits_of(c));
+}
+void VectorMath::fmadd213(const Xmm& d, const Xmm& a, const Xmm& b) {
+    op_r(kZmmFmadd213, JITMM_XBYAK(vfmadd213ps), d, a, b);
+}
+void VectorMath::fmadd231(const Xmm& d, const Xmm& a, float c) {
+    op_c(kZmmFmadd231, JITMM_XBYAK(vfmadd231ps), d, a, bits_of(c));
+}
+void VectorMath::fnmadd213(const Xmm& d, const Xmm& a, float c) {
+    op_c(kZmmFnmadd213, JITMM_XBYAK(vfnmadd213ps), d, a, bits_of(c));
+}
+void VectorMath::fnmadd231(const Xmm& d, const Xmm& a, float c) {
+    op_c(kZmmFnmadd231, JITMM_XBYAK(vfnmadd231ps), d, a, bits_of(c));
+}
+void VectorMath::load(const Xmm& d, float c) {
+    if (avx512_ && d.isZMM()) c_.refer(bits_of(c), zmm_op_rip(g_, kZmmLoad, d.getIdx(), 0));
+    else g_.vmovups(d, c_(c));
+}
+
+#undef JITMM_XBYAK
 
 int VectorMath::temps_needed(Activation act) {
     switch (act) {
@@ -40,22 +102,22 @@ int VectorMath::temps_needed(Activation act) {
 // reciprocal. Callers only need exp at those extremes to saturate a sigmoid, where the clamp is invisible.
 void VectorMath::exp(const Xmm& x, const Xmm& t0, const Xmm& t1) {
     const float round_magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (to nearest even)
-    g_.vminps(x, x, c_(80.0f));
-    g_.vmaxps(x, x, c_(-86.0f));
-    g_.vmovups(t0, c_(round_magic));
-    g_.vfmadd231ps(t0, x, c_(1.44269504088896341f));
-    g_.vsubps(t0, t0, c_(round_magic));                      // n
-    g_.vfnmadd231ps(x, t0, c_(0.693145751953125f));       // ln2, high part (exact in f32 times n)
-    g_.vfnmadd231ps(x, t0, c_(1.42860682030941723212e-6f)); // ln2, low part
-    g_.vmovups(t1, c_(1.0f / 720));
-    g_.vfmadd213ps(t1, x, c_(1.0f / 120));
-    g_.vfmadd213ps(t1, x, c_(1.0f / 24));
-    g_.vfmadd213ps(t1, x, c_(1.0f / 6));
-    g_.vfmadd213ps(t1, x, c_(0.5f));
-    g_.vfmadd213ps(t1, x, c_(1.0f));
-    g_.vfmadd213ps(t1, x, c_(1.0f));
+    min(x, x, 80.0f);
+    max(x, x, -86.0f);
+    load(t0, round_magic);
+    fmadd231(t0, x, 1.44269504088896341f);
+    sub(t0, t0, round_magic);                   // n
+    fnmadd231(x, t0, 0.693145751953125f);       // ln2, high part (exact in f32 times n)
+    fnmadd231(x, t0, 1.42860682030941723212e-6f); // ln2, low part
+    load(t1, 1.0f / 720);
+    fmadd213(t1, x, 1.0f / 120);
+    fmadd213(t1, x, 1.0f / 24);
+    fmadd213(t1, x, 1.0f / 6);
+    fmadd213(t1, x, 0.5f);
+    fmadd213(t1, x, 1.0f);
+    fmadd213(t1, x, 1.0f);
     if (avx512_) {
-        g_.vscalefps(x, t1, t0);
+        op_r(kZmmScalef, [this](const Xmm& d, const Xmm& a, const Xmm& b) { g_.vscalefps(d, a, b); }, x, t1, t0);
     } else {
         g_.vcvtps2dq(t0, t0);
         g_.vpaddd(t0, t0, c_.bits(127));
@@ -73,18 +135,19 @@ void VectorMath::reciprocal(const Xmm& d, const Xmm& t) {
         g_.vdivps(d, t, d);
         return;
     }
-    g_.vrcp14ps(t, d);                         // y0
-    g_.vfnmadd213ps(d, t, c_(1.0f));           // e = 1 - d y0
-    g_.vfmadd213ps(d, t, t);                   // y1 = e y0 + y0
+    if (d.isZMM()) zmm_op(g_, kZmmRcp14, t.getIdx(), 0, d.getIdx());  // y0
+    else g_.vrcp14ps(t, d);
+    fnmadd213(d, t, 1.0f);                     // e = 1 - d y0
+    fmadd213(d, t, t);                         // y1 = e y0 + y0
 }
 
 // x = x / (1 + exp(arg)); arg is consumed. x may be infinite or NaN: it only meets one final multiply.
 void VectorMath::divide_by_one_plus_exp(const Xmm& x, const Xmm& arg, const Xmm& t0, const Xmm& t1) {
     exp(arg, t0, t1);
-    g_.vaddps(arg, arg, c_(1.0f));
+    add(arg, arg, 1.0f);
     if (avx512_) {
         reciprocal(arg, t0);
-        g_.vmulps(x, x, arg);
+        mul(x, x, arg);
     } else {
         g_.vdivps(x, x, arg);
     }
@@ -101,16 +164,16 @@ void VectorMath::apply(Activation act, const Xmm& x, const Xmm& t0, const Xmm& t
             g_.vmaxps(x, t0, x);
             return;
         case Activation::silu:  // x * sigmoid(x) = x / (1 + exp(-x))
-            g_.vxorps(t0, x, c_.bits(0x80000000u));
+            xor_bits(t0, x, 0x80000000u);
             divide_by_one_plus_exp(x, t0, t1, t2);
             return;
         case Activation::gelu_tanh: {
             // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
             const float s = 0.7978845608028654f;  // sqrt(2/pi)
-            g_.vmulps(t0, x, x);
-            g_.vmovups(t1, c_(-2.0f * s * 0.044715f));
-            g_.vfmadd213ps(t0, t1, c_(-2.0f * s));  // t0 = -2s(1 + 0.044715 x^2)
-            g_.vmulps(t0, t0, x);                   // t0 = -2u
+            mul(t0, x, x);
+            load(t1, -2.0f * s * 0.044715f);
+            fmadd213(t0, t1, -2.0f * s);  // t0 = -2s(1 + 0.044715 x^2)
+            mul(t0, t0, x);               // t0 = -2u
             divide_by_one_plus_exp(x, t0, t1, t2);
             return;
         }
@@ -121,24 +184,24 @@ void VectorMath::apply(Activation act, const Xmm& x, const Xmm& t0, const Xmm& t
             // result is 0.5 x q(12.5), within 1e-35 |x| of the true value.
             const float p = 0.3275911f * 0.70710678118654752f;
             const float x_max = 12.5f;
-            g_.vandps(t0, x, c_.bits(0x7fffffffu));
-            g_.vminps(t0, t0, c_(x_max));           // a = min(|x|, 12.5) (NaN x: 12.5, and x carries the NaN)
-            g_.vmulps(t0, t0, t0);
-            g_.vmulps(t0, t0, c_(-0.5f));           // -z^2
+            and_bits(t0, x, 0x7fffffffu);
+            min(t0, t0, x_max);                     // a = min(|x|, 12.5) (NaN x: 12.5, and x carries the NaN)
+            mul(t0, t0, t0);
+            mul(t0, t0, -0.5f);                     // -z^2
             exp(t0, t1, t2);                        // t0 = exp(-z^2)
-            g_.vandps(t1, x, c_.bits(0x7fffffffu));
-            g_.vminps(t1, t1, c_(x_max));
-            g_.vmulps(t1, t1, c_(p));
-            g_.vaddps(t1, t1, c_(1.0f));            // 1 + p|z|
+            and_bits(t1, x, 0x7fffffffu);
+            min(t1, t1, x_max);
+            mul(t1, t1, p);
+            add(t1, t1, 1.0f);                      // 1 + p|z|
             reciprocal(t1, t2);                     // t
-            g_.vmovups(t2, c_(1.061405429f));
-            g_.vfmadd213ps(t2, t1, c_(-1.453152027f));
-            g_.vfmadd213ps(t2, t1, c_(1.421413741f));
-            g_.vfmadd213ps(t2, t1, c_(-0.284496736f));
-            g_.vfmadd213ps(t2, t1, c_(0.254829592f));
-            g_.vmulps(t2, t2, t1);
-            g_.vmulps(t0, t0, t2);                  // q = erfc(|z|)
-            g_.vmovups(t1, c_(2.0f));
+            load(t2, 1.061405429f);
+            fmadd213(t2, t1, -1.453152027f);
+            fmadd213(t2, t1, 1.421413741f);
+            fmadd213(t2, t1, -0.284496736f);
+            fmadd213(t2, t1, 0.254829592f);
+            mul(t2, t2, t1);
+            mul(t0, t0, t2);                        // q = erfc(|z|)
+            load(t1, 2.0f);
             g_.vsubps(t1, t1, t0);                  // 2 - q
             if (avx512_) {
                 g_.vpmovd2m(g_.k2, x);              // lanes where x < 0 (sign bit)
@@ -146,8 +209,8 @@ void VectorMath::apply(Activation act, const Xmm& x, const Xmm& t0, const Xmm& t
             } else {
                 g_.vblendvps(t0, t1, t0, x);        // sign of x selects q
             }
-            g_.vmulps(x, x, t0);
-            g_.vmulps(x, x, c_(0.5f));
+            mul(x, x, t0);
+            mul(x, x, 0.5f);
             return;
         }
     }

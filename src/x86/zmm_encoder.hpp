@@ -1,0 +1,109 @@
+// Direct EVEX encodings of the instructions an AVX-512 f32 K loop, its plain epilogue and the activations are
+// made of (vector loads and stores, a broadcast of A, FMAs, arithmetic on registers or on a RIP-relative
+// constant). Xbyak builds an Address and runs its generic encoder for
+// each: 20-60 ns an instruction, most of the JIT time of a small kernel. These write the same bytes (test_zmm_encoder.cpp
+// compares them with Xbyak's) in a few nanoseconds. Only plain forms: no opmask, a base register without
+// index, and not rsp/r12 (which need a SIB byte) nor rbp/r13 (no displacement-free form);
+// zmm_memory_operand_ok says whether a base qualifies, callers use Xbyak otherwise.
+#pragma once
+
+#include <xbyak/xbyak.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace jitmm::x86 {
+
+inline bool zmm_memory_operand_ok(const Xbyak::Reg64& base) {
+    const int b = base.getIdx() & 7;
+    return b != 4 && b != 5;
+}
+
+namespace evex_detail {
+
+// 0x62 and the three payload bytes of a 512-bit operation: reg = the ModRM.reg register (0..31), vvvv = the
+// second source (0..31; 0 where there is none: the fields are stored inverted, all ones), rm = the ModRM.rm
+// register (a zmm 0..31, or a base GPR, whose index has no bit 4: X stays clear), mm = opcode map (1: 0F,
+// 2: 0F38), pp = implied prefix (0: none, 1: 66).
+inline void prefix(Xbyak::CodeGenerator& g, int reg, int vvvv, int rm, int mm, int pp) {
+    const int p0 = ((~reg >> 3 & 1) << 7) | ((~rm >> 4 & 1) << 6) | ((~rm >> 3 & 1) << 5) | ((~reg >> 4 & 1) << 4) | mm;
+    const int p1 = ((~vvvv & 15) << 3) | 4 | pp;
+    const int p2 = (2 << 5) | ((~vvvv >> 4 & 1) << 3);  // L'L = 512 bits, V'
+    g.db(0x62);
+    g.db(p0);
+    g.db(p1);
+    g.db(p2);
+}
+
+// ModRM (and displacement) for [base + disp]; n is the EVEX compressed-displacement scale of the operand.
+inline void memory(Xbyak::CodeGenerator& g, int reg, const Xbyak::Reg64& base, int32_t disp, int n) {
+    const int rm = base.getIdx() & 7;
+    if (disp == 0) {
+        g.db(((reg & 7) << 3) | rm);
+    } else if (disp % n == 0 && disp / n >= -128 && disp / n <= 127) {
+        g.db(0x40 | ((reg & 7) << 3) | rm);
+        g.db(static_cast<uint8_t>(disp / n));
+    } else {
+        g.db(0x80 | ((reg & 7) << 3) | rm);
+        g.dd(static_cast<uint32_t>(disp));
+    }
+}
+
+}  // namespace evex_detail
+
+// One EVEX.512.W0 operation by opcode: the map (1: 0F, 2: 0F38), the implied prefix (0: none, 1: 66) and
+// the opcode byte.
+struct ZmmOp {
+    uint8_t map, pp, opcode;
+};
+constexpr ZmmOp kZmmAdd{1, 0, 0x58}, kZmmMul{1, 0, 0x59}, kZmmSub{1, 0, 0x5C}, kZmmMin{1, 0, 0x5D},
+    kZmmMax{1, 0, 0x5F}, kZmmAnd{1, 0, 0x54}, kZmmXor{1, 0, 0x57}, kZmmLoad{1, 0, 0x10};
+constexpr ZmmOp kZmmFmadd213{2, 1, 0xA8}, kZmmFmadd231{2, 1, 0xB8}, kZmmFnmadd213{2, 1, 0xAC},
+    kZmmFnmadd231{2, 1, 0xBC}, kZmmScalef{2, 1, 0x2C}, kZmmRcp14{2, 1, 0x4C};
+
+// op zmm(dst), zmm(a), zmm(b); a = 0 for the one-source operations (kZmmLoad, kZmmRcp14: dst = op(b)).
+inline void zmm_op(Xbyak::CodeGenerator& g, ZmmOp op, int dst, int a, int b) {
+    evex_detail::prefix(g, dst, a, b, op.map, op.pp);
+    g.db(op.opcode);
+    g.db(0xC0 | ((dst & 7) << 3) | (b & 7));
+}
+
+// op zmm(dst), zmm(a), zword [rip + rel32] with rel32 left 0: returns where it lies (the instruction ends 4
+// bytes later), for the caller to point it at its operand once that has a place (ConstantPool::refer).
+inline size_t zmm_op_rip(Xbyak::CodeGenerator& g, ZmmOp op, int dst, int a) {
+    evex_detail::prefix(g, dst, a, 0, op.map, op.pp);
+    g.db(op.opcode);
+    g.db(((dst & 7) << 3) | 5);  // mod 00, rm 101: rip + disp32
+    const size_t rel_at = g.getSize();
+    g.dd(0);
+    return rel_at;
+}
+
+// vfmadd231ps zmm(dst), zmm(a), zmm(b): dst += a * b.
+inline void fma231_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) { zmm_op(g, kZmmFmadd231, dst, a, b); }
+
+// vaddps zmm(dst), zmm(a), zmm(b).
+inline void add_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) { zmm_op(g, kZmmAdd, dst, a, b); }
+
+// vbroadcastss zmm(dst), dword [base + disp].
+inline void broadcast_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
+    evex_detail::prefix(g, dst, 0, base.getIdx(), 2, 1);
+    g.db(0x18);
+    evex_detail::memory(g, dst, base, disp, 4);
+}
+
+// vmovups zmm(dst), zword [base + disp].
+inline void load_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
+    evex_detail::prefix(g, dst, 0, base.getIdx(), 1, 0);
+    g.db(0x10);
+    evex_detail::memory(g, dst, base, disp, 64);
+}
+
+// vmovups zword [base + disp], zmm(src).
+inline void store_zmm(Xbyak::CodeGenerator& g, const Xbyak::Reg64& base, int32_t disp, int src) {
+    evex_detail::prefix(g, src, 0, base.getIdx(), 1, 0);
+    g.db(0x11);
+    evex_detail::memory(g, src, base, disp, 64);
+}
+
+}  // namespace jitmm::x86
