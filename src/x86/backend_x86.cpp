@@ -56,7 +56,7 @@ struct BroadcastF32Family {
 struct DotF32Family {
     using Recipe = plan::X86DotPlan;
     using KernelType = GemmF32DotKernel;
-    static constexpr int kVersion = 4;  // 4: code aligned where it runs (emit_buffer)
+    static constexpr int kVersion = 5;  // 4: code aligned where it runs (emit_buffer); 5: AVX-512 vector epilogue
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_dot_avx512" : "x86_f32_dot_avx2";
     }
