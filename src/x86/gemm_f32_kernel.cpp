@@ -121,7 +121,8 @@ GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86G
         return reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(offset))));
     };
     whole_ = extra_entry(kSlotCount);
-    finish_ = reinterpret_cast<SplitFinishFn>(extra_entry(kSlotCount + 1));
+    // (through void (*)(), the generic function pointer type: the finish has its own signature)
+    finish_ = reinterpret_cast<SplitFinishFn>(reinterpret_cast<void (*)()>(extra_entry(kSlotCount + 1)));
     if (plan_.k_splits > 1 && finish_ == nullptr)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: the plan splits K but the artifact has no finish");
     for (int slot = 0; slot < kSlotCount; ++slot) {

@@ -12,7 +12,11 @@ Xbyak::Address ConstantPool::operator()(float value) {
     return bits(pattern);
 }
 
-Xbyak::Address ConstantPool::bits(uint32_t pattern) { return gen_.ptr[gen_.rip + vectors_[pattern].label]; }
+Xbyak::Address ConstantPool::bits(uint32_t pattern) {
+    Vector& vector = vectors_[pattern];
+    vector.labeled = true;
+    return gen_.ptr[gen_.rip + vector.label];
+}
 
 void ConstantPool::refer(uint32_t pattern, size_t rel_at) {
     if (references_.empty()) references_.reserve(256);
@@ -24,7 +28,7 @@ void ConstantPool::emit() {
     gen_.align(64);
     for (auto& [pattern, vector] : vectors_) {
         vector.offset = gen_.getSize();
-        gen_.L(vector.label);
+        if (vector.labeled) gen_.L(vector.label);  // the direct references (refer) are patched by offset below
         for (int lane = 0; lane < 16; ++lane) gen_.dd(pattern);  // 64 bytes: a zmm (or the low ymm) load
     }
     for (const auto& [vector, rel_at] : references_)

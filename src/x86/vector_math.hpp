@@ -28,8 +28,9 @@ public:
 
 private:
     struct Vector {
-        Xbyak::Label label;  // for Xbyak's operands
-        size_t offset = 0;   // where emit() put it, for refer's
+        Xbyak::Label label;    // for Xbyak's operands
+        bool labeled = false;  // an Xbyak operand names it (a label's definition costs a hash-map insert)
+        size_t offset = 0;     // where emit() put it, for refer's
     };
     Xbyak::CodeGenerator& gen_;
     std::map<uint32_t, Vector> vectors_;                      // emitted in pattern order
