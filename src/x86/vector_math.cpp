@@ -29,7 +29,9 @@ void ConstantPool::emit() {
     for (auto& [pattern, vector] : vectors_) {
         vector.offset = gen_.getSize();
         if (vector.labeled) gen_.L(vector.label);  // the direct references (refer) are patched by offset below
-        for (int lane = 0; lane < 16; ++lane) gen_.dd(pattern);  // 64 bytes: a zmm (or the low ymm) load
+        uint32_t lanes[16];
+        for (uint32_t& lane : lanes) lane = pattern;
+        append_bytes(gen_, lanes, sizeof lanes);  // 64 bytes: a zmm (or the low ymm) load
     }
     for (const auto& [vector, rel_at] : references_)
         gen_.rewrite(rel_at, static_cast<uint32_t>(vector->offset - (rel_at + 4)), 4);

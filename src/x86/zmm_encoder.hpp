@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace jitmm::x86 {
 
@@ -19,33 +20,60 @@ inline bool zmm_memory_operand_ok(const Xbyak::Reg64& base) {
     return b != 4 && b != 5;
 }
 
+// Appends n bytes at the end of g's code in one copy (CodeArray::db checks the room and stores one byte per
+// call: about 13% of a kernel's JIT time when every byte went through it); returns where they start. Past the
+// buffer's room it throws Xbyak's ERR_CODE_IS_TOO_BIG, as db would (the generators' callers then retry with a
+// larger buffer).
+inline size_t append_bytes(Xbyak::CodeGenerator& g, const void* bytes, size_t n) {
+    const size_t at = g.getSize();
+    try {
+        g.setSize(at + n);
+    } catch (const Xbyak::Error&) {
+        throw Xbyak::Error(Xbyak::ERR_CODE_IS_TOO_BIG);
+    }
+    std::memcpy(const_cast<uint8_t*>(g.getCode()) + at, bytes, n);  // the generator's own, writable buffer
+    return at;
+}
+
 namespace evex_detail {
+
+// The bytes of one instruction, appended at once.
+struct Bytes {
+    uint8_t b[16];
+    int n = 0;
+    void put(int byte) { b[n++] = static_cast<uint8_t>(byte); }
+    void put32(uint32_t v) {
+        std::memcpy(b + n, &v, 4);
+        n += 4;
+    }
+    size_t commit(Xbyak::CodeGenerator& g) const { return append_bytes(g, b, static_cast<size_t>(n)); }
+};
 
 // 0x62 and the three payload bytes of a 512-bit operation: reg = the ModRM.reg register (0..31), vvvv = the
 // second source (0..31; 0 where there is none: the fields are stored inverted, all ones), rm = the ModRM.rm
 // register (a zmm 0..31, or a base GPR, whose index has no bit 4: X stays clear), mm = opcode map (1: 0F,
 // 2: 0F38), pp = implied prefix (0: none, 1: 66).
-inline void prefix(Xbyak::CodeGenerator& g, int reg, int vvvv, int rm, int mm, int pp) {
+inline void prefix(Bytes& e, int reg, int vvvv, int rm, int mm, int pp) {
     const int p0 = ((~reg >> 3 & 1) << 7) | ((~rm >> 4 & 1) << 6) | ((~rm >> 3 & 1) << 5) | ((~reg >> 4 & 1) << 4) | mm;
     const int p1 = ((~vvvv & 15) << 3) | 4 | pp;
     const int p2 = (2 << 5) | ((~vvvv >> 4 & 1) << 3);  // L'L = 512 bits, V'
-    g.db(0x62);
-    g.db(p0);
-    g.db(p1);
-    g.db(p2);
+    e.put(0x62);
+    e.put(p0);
+    e.put(p1);
+    e.put(p2);
 }
 
 // ModRM (and displacement) for [base + disp]; n is the EVEX compressed-displacement scale of the operand.
-inline void memory(Xbyak::CodeGenerator& g, int reg, const Xbyak::Reg64& base, int32_t disp, int n) {
+inline void memory(Bytes& e, int reg, const Xbyak::Reg64& base, int32_t disp, int n) {
     const int rm = base.getIdx() & 7;
     if (disp == 0) {
-        g.db(((reg & 7) << 3) | rm);
+        e.put(((reg & 7) << 3) | rm);
     } else if (disp % n == 0 && disp / n >= -128 && disp / n <= 127) {
-        g.db(0x40 | ((reg & 7) << 3) | rm);
-        g.db(static_cast<uint8_t>(disp / n));
+        e.put(0x40 | ((reg & 7) << 3) | rm);
+        e.put(static_cast<uint8_t>(disp / n));
     } else {
-        g.db(0x80 | ((reg & 7) << 3) | rm);
-        g.dd(static_cast<uint32_t>(disp));
+        e.put(0x80 | ((reg & 7) << 3) | rm);
+        e.put32(static_cast<uint32_t>(disp));
     }
 }
 
@@ -63,20 +91,23 @@ constexpr ZmmOp kZmmFmadd213{2, 1, 0xA8}, kZmmFmadd231{2, 1, 0xB8}, kZmmFnmadd21
 
 // op zmm(dst), zmm(a), zmm(b); a = 0 for the one-source operations (kZmmLoad, kZmmRcp14: dst = op(b)).
 inline void zmm_op(Xbyak::CodeGenerator& g, ZmmOp op, int dst, int a, int b) {
-    evex_detail::prefix(g, dst, a, b, op.map, op.pp);
-    g.db(op.opcode);
-    g.db(0xC0 | ((dst & 7) << 3) | (b & 7));
+    evex_detail::Bytes e;
+    evex_detail::prefix(e, dst, a, b, op.map, op.pp);
+    e.put(op.opcode);
+    e.put(0xC0 | ((dst & 7) << 3) | (b & 7));
+    e.commit(g);
 }
 
 // op zmm(dst), zmm(a), zword [rip + rel32] with rel32 left 0: returns where it lies (the instruction ends 4
 // bytes later), for the caller to point it at its operand once that has a place (ConstantPool::refer).
 inline size_t zmm_op_rip(Xbyak::CodeGenerator& g, ZmmOp op, int dst, int a) {
-    evex_detail::prefix(g, dst, a, 0, op.map, op.pp);
-    g.db(op.opcode);
-    g.db(((dst & 7) << 3) | 5);  // mod 00, rm 101: rip + disp32
-    const size_t rel_at = g.getSize();
-    g.dd(0);
-    return rel_at;
+    evex_detail::Bytes e;
+    evex_detail::prefix(e, dst, a, 0, op.map, op.pp);
+    e.put(op.opcode);
+    e.put(((dst & 7) << 3) | 5);  // mod 00, rm 101: rip + disp32
+    const int rel = e.n;
+    e.put32(0);
+    return e.commit(g) + static_cast<size_t>(rel);
 }
 
 // vfmadd231ps zmm(dst), zmm(a), zmm(b): dst += a * b.
@@ -87,23 +118,29 @@ inline void add_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) { zmm_op(g, 
 
 // vbroadcastss zmm(dst), dword [base + disp].
 inline void broadcast_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
-    evex_detail::prefix(g, dst, 0, base.getIdx(), 2, 1);
-    g.db(0x18);
-    evex_detail::memory(g, dst, base, disp, 4);
+    evex_detail::Bytes e;
+    evex_detail::prefix(e, dst, 0, base.getIdx(), 2, 1);
+    e.put(0x18);
+    evex_detail::memory(e, dst, base, disp, 4);
+    e.commit(g);
 }
 
 // vmovups zmm(dst), zword [base + disp].
 inline void load_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
-    evex_detail::prefix(g, dst, 0, base.getIdx(), 1, 0);
-    g.db(0x10);
-    evex_detail::memory(g, dst, base, disp, 64);
+    evex_detail::Bytes e;
+    evex_detail::prefix(e, dst, 0, base.getIdx(), 1, 0);
+    e.put(0x10);
+    evex_detail::memory(e, dst, base, disp, 64);
+    e.commit(g);
 }
 
 // vmovups zword [base + disp], zmm(src).
 inline void store_zmm(Xbyak::CodeGenerator& g, const Xbyak::Reg64& base, int32_t disp, int src) {
-    evex_detail::prefix(g, src, 0, base.getIdx(), 1, 0);
-    g.db(0x11);
-    evex_detail::memory(g, src, base, disp, 64);
+    evex_detail::Bytes e;
+    evex_detail::prefix(e, src, 0, base.getIdx(), 1, 0);
+    e.put(0x11);
+    evex_detail::memory(e, src, base, disp, 64);
+    e.commit(g);
 }
 
 }  // namespace jitmm::x86
