@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 namespace {
@@ -125,4 +127,25 @@ TEST_CASE("zmm encoder: the activations' operations, on registers and on a RIP-r
             REQUIRE(mine.take() == xbyak.take());
         }
     }
+}
+
+// A buffer without room for the next instruction: the same error as Xbyak's own (which the generators answer
+// with a larger buffer), the bytes before it intact and nothing written past the end.
+TEST_CASE("zmm encoder: a full buffer raises Xbyak's code-too-big error", "[x86][encoder]") {
+    alignas(64) uint8_t buffer[32 + 8];
+    std::fill(std::begin(buffer), std::end(buffer), uint8_t{0xCC});
+    Xbyak::CodeGenerator small(32, buffer);
+    jitmm::x86::load_zmm(small, 1, Xbyak::util::rdi, 64);   // 7 bytes
+    jitmm::x86::load_zmm(small, 2, Xbyak::util::rdi, 128);  // 14
+    jitmm::x86::load_zmm(small, 3, Xbyak::util::rdi, 192);  // 21
+    jitmm::x86::load_zmm(small, 4, Xbyak::util::rdi, 256);  // 28
+    REQUIRE(small.getSize() == 28);
+    try {
+        jitmm::x86::load_zmm(small, 5, Xbyak::util::rdi, 320);
+        FAIL("a fifth 7-byte instruction fit in 32 bytes");
+    } catch (const Xbyak::Error& e) {
+        CHECK(static_cast<int>(e) == Xbyak::ERR_CODE_IS_TOO_BIG);
+    }
+    CHECK(small.getSize() == 28);
+    for (size_t i = 28; i < sizeof buffer; ++i) CHECK(buffer[i] == 0xCC);
 }
