@@ -45,8 +45,8 @@ private:
 struct BroadcastF32Family {
     using Recipe = plan::X86GemmPlan;
     using KernelType = GemmF32Kernel;
-    static constexpr int kVersion = 11;  // bump when the emitted code changes for the same recipe (10: aligned,
-                                         // 11: one shared activation chain)
+    static constexpr int kVersion = 12;  // bump when the emitted code changes for the same recipe (10: aligned,
+                                         // 11: one shared activation chain, 12: alpha/beta encoded directly)
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
     }
