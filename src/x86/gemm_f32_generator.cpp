@@ -466,8 +466,6 @@ private:
     // ---- epilogue: alpha, beta*C or +C, bias, activation, one store per vector -------------------------
     void epilogue(const UkernelVariant& v) {
         const EpilogueWork w = epilogue_work(L_, v);
-        const bool read_c = w.read_c, add_bias = w.add_bias;
-        const float c_scale = w.c_scale;
         const Activation act = w.act;
         const Xmm t0 = temp(0), t1 = temp(1), t2 = temp(2);
 
@@ -486,24 +484,28 @@ private:
         mov(r11, rdx);
         for (int i = 0; i < rows_; ++i) {
             for (int j = 0; j < nvec_; ++j) {
-                const Xmm a = acc(i, j);
-                const bool tail = is_tail_vector(j);
-                const int64_t c_offset = j * vlen_ * 4;  // from r11, the row of C
-                if (L_.alpha != 1.0f) scale_by_constant(a, L_.alpha);
-                if (read_c) {
-                    load_from(t0, r11, c_offset, tail);
-                    if (c_scale == 1.0f) add_vectors(a, a, t0);
-                    else add_scaled_constant(a, t0, c_scale);
-                }
-                if (add_bias) {
-                    if (L_.bias == BiasKind::per_row) broadcast_from(t0, rcx, i * 4);
-                    else load_from(t0, rcx, j * vlen_ * 4, tail);
-                    add_vectors(a, a, t0);
-                }
-                math_.apply(act, a, t0, t1, t2);
-                store_to(r11, c_offset, a, tail);
+                scale_and_add(w, i, j, t0);
+                math_.apply(act, acc(i, j), t0, t1, t2);
+                store_to(r11, j * vlen_ * 4, acc(i, j), is_tail_vector(j));
             }
             if (i + 1 < rows_) advance(r11, r10, L_.ldc * 4);
+        }
+    }
+
+    // Accumulator (i, j): alpha, beta*C or +C (r11 at row i of C), bias; t0 is scratch.
+    void scale_and_add(const EpilogueWork& w, int i, int j, const Xmm& t0) {
+        const Xmm a = acc(i, j);
+        const bool tail = is_tail_vector(j);
+        if (L_.alpha != 1.0f) scale_by_constant(a, L_.alpha);
+        if (w.read_c) {
+            load_from(t0, r11, j * vlen_ * 4, tail);
+            if (w.c_scale == 1.0f) add_vectors(a, a, t0);
+            else add_scaled_constant(a, t0, w.c_scale);
+        }
+        if (w.add_bias) {
+            if (L_.bias == BiasKind::per_row) broadcast_from(t0, rcx, i * 4);
+            else load_from(t0, rcx, j * vlen_ * 4, tail);
+            add_vectors(a, a, t0);
         }
     }
 
@@ -525,24 +527,9 @@ private:
 
     // alpha, beta*C or +C and the bias on every accumulator of the tile (r11 walks the rows of C).
     void pre_activation(const EpilogueWork& w) {
-        const Xmm t0 = temp(0);
         mov(r11, rdx);
         for (int i = 0; i < rows_; ++i) {
-            for (int j = 0; j < nvec_; ++j) {
-                const Xmm a = acc(i, j);
-                const bool tail = is_tail_vector(j);
-                if (L_.alpha != 1.0f) scale_by_constant(a, L_.alpha);
-                if (w.read_c) {
-                    load_from(t0, r11, j * vlen_ * 4, tail);
-                    if (w.c_scale == 1.0f) add_vectors(a, a, t0);
-                    else add_scaled_constant(a, t0, w.c_scale);
-                }
-                if (w.add_bias) {
-                    if (L_.bias == BiasKind::per_row) broadcast_from(t0, rcx, i * 4);
-                    else load_from(t0, rcx, j * vlen_ * 4, tail);
-                    add_vectors(a, a, t0);
-                }
-            }
+            for (int j = 0; j < nvec_; ++j) scale_and_add(w, i, j, temp(0));
             if (i + 1 < rows_) advance(r11, r10, L_.ldc * 4);
         }
     }
