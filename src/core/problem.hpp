@@ -10,6 +10,11 @@
 namespace jitmm {
 
 enum class Activation : int32_t { none = 0, relu, gelu_tanh, gelu_erf, silu };
+// The activations built on an exponential (GELU, SiLU): far costlier per element than ReLU, which is why
+// generators share or schedule their code apart.
+inline bool activation_uses_exp(Activation a) {
+    return a == Activation::gelu_tanh || a == Activation::gelu_erf || a == Activation::silu;
+}
 enum class BiasKind : int32_t { none = 0, per_column, per_row };
 // Quantization scales: A allows per_tensor and per_row, B per_tensor and per_column; per_block (fp8, 1x128 on
 // A and 128x128 on B, see jitmm.h) on both or neither (validated). Values equal jitmm_scale_mode's.

@@ -119,10 +119,7 @@ bool apply_pingpong_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarge
     return true;
 }
 
-bool costly_activation(const Problem& p) {
-    return p.activation == Activation::gelu_tanh || p.activation == Activation::gelu_erf ||
-           p.activation == Activation::silu;
-}
+bool costly_activation(const Problem& p) { return activation_uses_exp(p.activation); }
 
 // The 192-wide tiles pay where their epilogue is light: 16-bit operands and C (one pass of the shared C tile)
 // and no GELU or SiLU. With an f32 C (two passes) or a costly activation their consumers' larger share of C

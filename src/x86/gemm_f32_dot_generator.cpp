@@ -189,8 +189,7 @@ private:
     // Per output, in lane 0 of an xmm: alpha, beta*C, bias, activation, one scalar store (AVX-512 with a
     // GELU or SiLU takes vector_epilogue).
     void epilogue() {
-        const bool costly = L_.activation == Activation::gelu_tanh || L_.activation == Activation::gelu_erf ||
-                            L_.activation == Activation::silu;
+        const bool costly = activation_uses_exp(L_.activation);
         if (avx512_ && costly && !partial_) {
             vector_epilogue();
             return;

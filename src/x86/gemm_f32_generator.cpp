@@ -203,7 +203,7 @@ public:
     // accumulator (the planner keeps kEpilogueTemps free) and are dead when the epilogue runs.
     void emit_activation_chain() {
         const Activation act = L_.activation;
-        const bool costly = act == Activation::gelu_tanh || act == Activation::gelu_erf || act == Activation::silu;
+        const bool costly = activation_uses_exp(act);
         const int accumulators = L_.mr * L_.nv, regs = vector_register_count(L_.isa);
         if (!avx512_ || !costly || accumulators + kEpilogueTemps > regs) return;
         align(16);

@@ -44,6 +44,10 @@ __attribute__((target("avx2"))) void transpose_rows(const float* src, int64_t ld
     }
 }
 
+// GCC 12 flags the undefined upper lanes the 128-bit load hands to the inserts as "may be used uninitialized":
+// the inserts overwrite them.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // 16 stored rows x 16 k -> 16 panel rows of 16 floats (AVX-512). Each register gathers 128-bit quarters of four rows
 // 4 apart (lane l: row 4 l + i, k 4 c .. 4 c + 3; the inserts read memory: loads, not shuffles), so that one round
 // of in-lane 4 x 4 transposes finishes it: 32 shuffles and 16 whole-line stores per 256 floats instead of 64 and 32.
@@ -72,6 +76,7 @@ __attribute__((target("avx512f"))) void transpose_rows_16(const float* src, int6
                                                           int64_t nr) {
     for (int64_t k = 0; k < k16; k += 16) transpose_16x16(src + k, ld, dst + k * nr, nr);
 }
+#pragma GCC diagnostic pop
 
 // dst[0, n) = src[0, n): 8 floats per move, the rest one by one (rows of a panel are short: a call to
 // memcpy per row costs about as much as the copy).

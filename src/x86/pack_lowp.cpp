@@ -432,6 +432,10 @@ __attribute__((target("avx2"), noinline)) void pack_b_cols_dwords(const uint8_t*
         for (int c = 0; c < cols; ++c) std::memcpy(panel + kg * nr + c, b + c * ldb_bytes + kg * 4, 4);
 }
 
+// GCC 12 flags the undefined upper lanes the 128-bit load hands to the inserts as "may be used uninitialized":
+// the inserts overwrite them.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The same transpose 16 columns x 4 groups at a time with AVX-512, as 4 x 4 blocks of 4 x 4 dwords: each zmm
 // takes the group quad's 4-dword pieces of four rows (rows r, r + 4, r + 8, r + 12: a 128-bit load and three
 // inserts from memory, which issue on either vector port), then two in-lane unpack stages transpose the 4 x 4
@@ -469,6 +473,7 @@ __attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b,
         pack_b_cols_dwords(b + block_groups * 4, ldb_bytes, full_groups - block_groups, cols, nr,
                            panel + block_groups * nr);
 }
+#pragma GCC diagnostic pop
 
 // The fast paths: the packed element is the stored one (no conversion) and the panel width is whole 16-column
 // vectors. Returns false when the generic path has to do it.

@@ -116,31 +116,30 @@ inline void fma231_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) { zmm_op(
 // vaddps zmm(dst), zmm(a), zmm(b).
 inline void add_zmm(Xbyak::CodeGenerator& g, int dst, int a, int b) { zmm_op(g, kZmmAdd, dst, a, b); }
 
+// op zmm(reg), [base + disp] (or the store form, op [base + disp], zmm(reg)): map, implied prefix, opcode,
+// and the operand's compressed-displacement scale.
+inline void zmm_memory_op(Xbyak::CodeGenerator& g, ZmmOp op, int reg, const Xbyak::Reg64& base, int32_t disp,
+                          int scale) {
+    evex_detail::Bytes e;
+    evex_detail::prefix(e, reg, 0, base.getIdx(), op.map, op.pp);
+    e.put(op.opcode);
+    evex_detail::memory(e, reg, base, disp, scale);
+    e.commit(g);
+}
+
 // vbroadcastss zmm(dst), dword [base + disp].
 inline void broadcast_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
-    evex_detail::Bytes e;
-    evex_detail::prefix(e, dst, 0, base.getIdx(), 2, 1);
-    e.put(0x18);
-    evex_detail::memory(e, dst, base, disp, 4);
-    e.commit(g);
+    zmm_memory_op(g, ZmmOp{2, 1, 0x18}, dst, base, disp, 4);
 }
 
 // vmovups zmm(dst), zword [base + disp].
 inline void load_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
-    evex_detail::Bytes e;
-    evex_detail::prefix(e, dst, 0, base.getIdx(), 1, 0);
-    e.put(0x10);
-    evex_detail::memory(e, dst, base, disp, 64);
-    e.commit(g);
+    zmm_memory_op(g, kZmmLoad, dst, base, disp, 64);
 }
 
 // vmovups zword [base + disp], zmm(src).
 inline void store_zmm(Xbyak::CodeGenerator& g, const Xbyak::Reg64& base, int32_t disp, int src) {
-    evex_detail::Bytes e;
-    evex_detail::prefix(e, src, 0, base.getIdx(), 1, 0);
-    e.put(0x11);
-    evex_detail::memory(e, src, base, disp, 64);
-    e.commit(g);
+    zmm_memory_op(g, ZmmOp{1, 0, 0x11}, src, base, disp, 64);
 }
 
 }  // namespace jitmm::x86

@@ -234,6 +234,34 @@ void emit_main_loop(std::ostringstream& os, const Problem& p, const Sm90GemmPlan
 )";
 }
 
+// The producer's TMA loads of one operand's tile into a stage (x: "a" or "b"; its rows inside the matrix in
+// x_rows where the tile may be partial). K-major: one box of the tile, or the tail map's box for a partial last
+// tile; M/N-major: boxes of 64 elements, those past the edge skipped.
+struct OperandLoad {
+    const char* smem;       // the stage's shared address of this operand ("sa", "sb")
+    const char* x;          // "a" or "b": names tma_x, tma_x_tail and x_rows
+    const char* tile;       // the tile's rows ("BM", "BN")
+    const char* origin;     // its first row ("m0", "n0")
+    std::string batch;      // the batch coordinate ("batch", or "0" for a shared operand)
+    bool k_major, partial;  // partial: the tile may reach past the matrix
+    const char* tail_guard; // a condition before the tail map's load, where a tile may hold no row at all
+};
+
+void emit_operand_loads(std::ostringstream& os, const OperandLoad& o) {
+    const std::string x = o.x, map = "&tma_" + x, rows = x + "_rows";
+    const std::string coords = std::string(", bar, kb * BK, ") + o.origin + ", " + o.batch + ");\n";
+    if (o.k_major && !o.partial) {
+        os << "        tma_load(" << o.smem << ", " << map << coords;
+    } else if (o.k_major) {
+        os << "        if (" << rows << " == " << o.tile << ") tma_load(" << o.smem << ", " << map << coords;
+        os << "        else " << o.tail_guard << "tma_load(" << o.smem << ", " << map << "_tail" << coords;
+    } else {
+        os << "#pragma unroll\n        for (int j = 0; j < " << o.tile << " / 64; ++j)\n          "
+           << (o.partial ? "if (64 * j < " + rows + ") " : std::string()) << "tma_load(" << o.smem
+           << " + j * BK * 128, " << map << ", bar, " << o.origin << " + 64 * j, kb * BK, " << o.batch << ");\n";
+    }
+}
+
 }  // namespace
 
 GeneratedKernel generate_sm90_gemm(const Problem& p, const Sm90GemmPlan& plan) {
@@ -398,27 +426,10 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
 )";
     // A shared operand (batch stride 0) is read at batch 0 by every batch.
     const std::string a_batch = plan.a_shared ? "0" : "batch", b_batch = plan.b_shared ? "0" : "batch";
-    if (plan.a_k_major && !tail_m) {
-        os << "        tma_load(sa, &tma_a, bar, kb * BK, m0, " << a_batch << ");\n";
-    } else if (plan.a_k_major) {
-        os << "        if (a_rows == BM) tma_load(sa, &tma_a, bar, kb * BK, m0, " << a_batch << ");\n";
-        os << "        else if (a_rows > 0) tma_load(sa, &tma_a_tail, bar, kb * BK, m0, " << a_batch << ");\n";
-    } else {
-        os << "#pragma unroll\n        for (int j = 0; j < BM / 64; ++j)\n          "
-           << (tail_m ? "if (64 * j < a_rows) " : "") << "tma_load(sa + j * BK * 128, &tma_a, bar, m0 + 64 * j, kb * BK, "
-           << a_batch << ");\n";
-    }
+    // A's tile may lie wholly past M (the second CTA of a pair on the last tile row): nothing to load then.
+    emit_operand_loads(os, {"sa", "a", "BM", "m0", a_batch, plan.a_k_major, tail_m, "if (a_rows > 0) "});
     if (cluster == 1) {
-        if (plan.b_k_major && !b_tail) {
-            os << "        tma_load(sb, &tma_b, bar, kb * BK, n0, " << b_batch << ");\n";
-        } else if (plan.b_k_major) {
-            os << "        if (b_rows == BN) tma_load(sb, &tma_b, bar, kb * BK, n0, " << b_batch << ");\n";
-            os << "        else tma_load(sb, &tma_b_tail, bar, kb * BK, n0, " << b_batch << ");\n";
-        } else {
-            os << "#pragma unroll\n        for (int j = 0; j < BN / 64; ++j)\n          "
-               << (b_tail ? "if (64 * j < b_rows) " : "") << "tma_load(sb + j * BK * 128, &tma_b, bar, n0 + 64 * j, kb * BK, "
-               << b_batch << ");\n";
-        }
+        emit_operand_loads(os, {"sb", "b", "BN", "n0", b_batch, plan.b_k_major, b_tail, ""});
     } else {
         // This CTA's share of B, written into both CTAs of the pair.
         os << "        // B: this CTA loads its half and multicasts it to the pair\n";
