@@ -9,6 +9,7 @@
 #include "cuda/backend_cuda.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
+#include "cuda/codegen/sm80_mma.hpp"
 #include "cuda/codegen/sm90_wgmma.hpp"
 #include "plan/cuda_gemm_plan.hpp"
 #include "plan/cuda_sm90_plan.hpp"
@@ -30,6 +31,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -931,6 +933,31 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     unsetenv("JITMM_CUDA_TILE");
     decode.in = decode.out = JITMM_DTYPE_F32;
     CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::tiled);
+    // The recipe's fifth field: 16-row weight groups per CTA (B stored N x K only). They name themselves into
+    // the key, their rings fit, and the kernel compiles.
+    {
+        Case wide{24, 999, 1000, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+        const auto one = jitmm::plan::plan_cuda_gemm(problem_of(wide), h100);
+        setenv("JITMM_CUDA_TILE", "gemv:4x3x256x1x2", 1);
+        const auto two = jitmm::plan::plan_cuda_gemm(problem_of(wide), h100);
+        CHECK((two.family == CudaKernelFamily::gemv && two.gemv_groups == 2));
+        CHECK(two.gemv_smem_bytes(wide.m) <= h100.smem_per_block_optin);
+        jitmm::KeyWriter ka, kb;
+        one.append_key(ka);
+        two.append_key(kb);
+        CHECK_FALSE(ka.finish() == kb.finish());
+        const auto generated = jitmm::cuda::generate_sm80_gemm(problem_of(wide), two);
+        CHECK(generated.source.find("G = 2, W_ROWS = 16 * G") != std::string::npos);
+        CHECK(generated.grid[0] == (wide.n + 31) / 32);
+        if (jitmm::cuda::nvrtc() != nullptr) {
+            auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_90a");
+            const jitmm::Artifact art = backend->plan(problem_of(wide))->compile();
+            CHECK((art.kind == "cubin" && !art.payload.empty()));
+        }
+        setenv("JITMM_CUDA_TILE", "gemv:4x3x256x1x3", 1);  // three groups: refused
+        CHECK_THROWS(jitmm::plan::plan_cuda_gemm(problem_of(wide), h100));
+        unsetenv("JITMM_CUDA_TILE");
+    }
 
     const Case big{4096, 4096, 4096, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16};
     const auto pb = jitmm::plan::plan_cuda_gemm(problem_of(big), h100);
@@ -1181,6 +1208,103 @@ TEST_CASE("cuda: decode gemv kernel, tails of M, N and K, batches, epilogues", "
                                            {1, 7, 8, 1},       {12, 4097, 11008, 1}, {17, 300, 500, 1},
                                            {32, 1280, 8192, 1}, {24, 999, 1000, 2}, {31, 512, 2056, 1}};
     run_cases(gemv_cases(shapes, std::vector<DtypePair>(std::begin(kDtypes), std::end(kDtypes)), true));
+}
+
+// Two 16-row weight groups a CTA (the gemv recipe's fifth field), one copy of the A rows for both: the same
+// tails of M, N (N not a multiple of 32 columns: the second group partly or wholly past N) and K, batches,
+// ld > width, epilogues and streams as the default kernel.
+TEST_CASE("cuda: decode gemv kernel with two weight groups per CTA", "[cuda]") {
+    const std::vector<GemvShape> shapes = {{1, 4096, 4096, 1}, {3, 1000, 1001, 1}, {8, 33, 2048, 2},
+                                           {9, 515, 777, 1},   {16, 1024, 4104, 1}, {16, 17, 40, 3},
+                                           {12, 4097, 11008, 1}, {32, 1280, 8192, 1}, {24, 999, 1000, 2}};
+    setenv("JITMM_CUDA_TILE", "gemv:4x3x256x1x2", 1);
+    run_cases(gemv_cases(shapes, std::vector<DtypePair>(std::begin(kDtypes), std::end(kDtypes)), true));
+    unsetenv("JITMM_CUDA_TILE");
+}
+
+// Decode kernels run back to back where each one's input is the previous one's output, as a model's layers
+// do: on sm_90 they are launched before the previous kernel has ended (griddepcontrol), so a kernel that read
+// A or wrote C too early would see the previous layer's input or overwrite what it still reads. B is a
+// signed permutation (each output row is one input row, maybe negated), so every step is exact and the
+// chain's end is known exactly; the two buffers alternate as A and C (write after read and read after write).
+TEST_CASE("cuda: chained decode kernels on one stream see each other's results", "[cuda]") {
+    const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
+    if (drv == nullptr) {
+        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
+        return;
+    }
+    for (const int64_t rows : {int64_t{1}, int64_t{16}}) {
+        INFO("rows " << rows);
+        constexpr int64_t kWidth = 4096, kSteps = 24;
+        Case c{rows, kWidth, kWidth, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+        const jitmm_matmul_desc d = desc_of(c);
+        jitmm_engine_config config;
+        jitmm_engine_config_init(&config);
+        config.device = "cuda:0";
+        config.cache_dir = "";
+        jitmm_engine* engine = nullptr;
+        const jitmm_status created = jitmm_engine_create(&config, &engine);
+        if (created == JITMM_STATUS_NO_DEVICE) {
+            WARN("SKIPPED: no CUDA device: " << jitmm_last_error_message());
+            return;
+        }
+        REQUIRE(created == JITMM_STATUS_SUCCESS);
+        jitmm_kernel* kernel = nullptr;
+        REQUIRE(jitmm_kernel_create(engine, &d, &kernel) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+        CHECK(std::string(info.generator) == "cuda_sm80_gemv");
+
+        std::mt19937 rng(123);
+        std::vector<int64_t> source(kWidth);  // output column n takes input column source[n]
+        std::iota(source.begin(), source.end(), int64_t{0});
+        std::shuffle(source.begin(), source.end(), rng);
+        std::vector<uint16_t> b(kWidth * kWidth, 0), x(rows * kWidth);
+        std::vector<int> sign(kWidth);
+        for (int64_t n = 0; n < kWidth; ++n) {
+            sign[n] = rng() % 2 ? 1 : -1;
+            b[n * kWidth + source[n]] = sign[n] > 0 ? 0x3f80 : 0xbf80;  // +-1 in bf16
+        }
+        for (auto& v : x) v = static_cast<uint16_t>(0x3c00 + rng() % 0x0800);  // 2^-7 .. 2^9, never zero
+        std::vector<uint16_t> expect = x;
+        for (int64_t step = 0; step < kSteps; ++step) {
+            std::vector<uint16_t> next(expect.size());
+            for (int64_t m = 0; m < rows; ++m)
+                for (int64_t n = 0; n < kWidth; ++n) {
+                    const uint16_t v = expect[m * kWidth + source[n]];
+                    next[m * kWidth + n] = sign[n] > 0 ? v : static_cast<uint16_t>(v ^ 0x8000);
+                }
+            expect.swap(next);
+        }
+
+        TestDevice dev(*drv);
+        const size_t xbytes = x.size() * 2;
+        DeviceBuffer db(*drv, b.size() * 2), dx(*drv, xbytes), dy(*drv, xbytes);
+        REQUIRE(drv->cuMemcpyHtoD(db.ptr(), b.data(), b.size() * 2) == CUDA_SUCCESS);
+        REQUIRE(drv->cuMemcpyHtoD(dx.ptr(), x.data(), xbytes) == CUDA_SUCCESS);
+        REQUIRE(drv->cuMemsetD8(dy.ptr(), 0xff, xbytes) == CUDA_SUCCESS);  // poison (NaN)
+        CUstream stream = nullptr;
+        REQUIRE(drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+        for (int64_t step = 0; step < kSteps; ++step) {
+            jitmm_matmul_args args;
+            jitmm_matmul_args_init(&args);
+            args.a = step % 2 ? dy.at(0) : dx.at(0);
+            args.b = db.at(0);
+            args.c = step % 2 ? dx.at(0) : dy.at(0);
+            args.stream = stream;
+            REQUIRE(jitmm_kernel_run(kernel, &args) == JITMM_STATUS_SUCCESS);
+        }
+        REQUIRE(drv->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+        std::vector<uint16_t> got(x.size());
+        REQUIRE(drv->cuMemcpyDtoH(got.data(), kSteps % 2 ? dy.ptr() : dx.ptr(), xbytes) == CUDA_SUCCESS);
+        int64_t wrong = 0;
+        for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != expect[i];
+        CHECK(wrong == 0);
+        drv->cuStreamDestroy(stream);
+        jitmm_kernel_release(kernel);
+        jitmm_engine_destroy(engine);
+    }
 }
 
 // The SM80 family's large-shape recipes (256x128 with 8 warps and 128-byte K rows, 128x128 with 128-byte and

@@ -30,8 +30,26 @@ namespace jitmm::cuda {
 namespace {
 
 // Layout of Artifact::ints for a "cubin" artifact; bump kArtifactFormat when it changes.
-constexpr int64_t kArtifactFormat = 1;
-enum ArtifactInt { kFormat = 0, kGridX, kGridY, kGridZ, kBlock, kSmem, kAlignA, kAlignB, kAlignC, kAlignBias, kIntCount };
+constexpr int64_t kArtifactFormat = 2;  // 2: kEarlyLaunch
+enum ArtifactInt {
+    kFormat = 0, kGridX, kGridY, kGridZ, kBlock, kSmem, kAlignA, kAlignB, kAlignC, kAlignBias,
+    kEarlyLaunch,  // 1: launched with programmatic stream serialization (GeneratedKernel::waits_for_previous_grid)
+    kIntCount
+};
+
+// The compute capability an arch name ("sm_90a", "sm_80") compiles for.
+int arch_number(const std::string& arch) {
+    return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0;
+}
+
+// JITMM_CUDA_EARLY_LAUNCH=0: launch every kernel after the previous one has ended (measurements).
+bool early_launch_enabled() {
+    static const bool on = [] {
+        const char* env = std::getenv("JITMM_CUDA_EARLY_LAUNCH");
+        return env == nullptr || env[0] != '0';
+    }();
+    return on;
+}
 
 // Above this much dynamic shared memory a kernel must opt in (cuFuncSetAttribute).
 constexpr int64_t kDefaultSmemLimit = 48 * 1024;
@@ -116,6 +134,7 @@ struct LaunchShape {
     unsigned block = 1;
     unsigned smem = 0;
     int64_t align_a = 1, align_b = 1, align_c = 1, align_bias = 1;
+    bool early_launch = false;
 };
 
 LaunchShape launch_shape(const Artifact& a) {
@@ -131,6 +150,7 @@ LaunchShape launch_shape(const Artifact& a) {
     s.align_b = a.ints[kAlignB];
     s.align_c = a.ints[kAlignC];
     s.align_bias = a.ints[kAlignBias];
+    s.early_launch = a.ints[kEarlyLaunch] != 0;
     return s;
 }
 
@@ -203,9 +223,30 @@ public:
     }
 
     // Launches on stream with the kernel's parameters; never synchronizes. The caller has the context current.
+    // A kernel that waits for the previous grid itself is launched early: its CTAs are placed as the previous
+    // kernel's retire instead of after the launch gap (the previous kernel's writes are visible after its
+    // griddepcontrol.wait, so stream order holds).
     void launch(void** params, void* stream) const {
-        check(device_->drv().cuLaunchKernel(function_, shape_.grid[0], shape_.grid[1], shape_.grid[2], shape_.block,
-                                            1, 1, shape_.smem, static_cast<CUstream>(stream), params, nullptr),
+        const DriverApi& drv = device_->drv();
+        if (shape_.early_launch && early_launch_enabled() && drv.cuLaunchKernelEx != nullptr) {
+            CUlaunchAttribute early{};
+            early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            early.value.programmaticStreamSerializationAllowed = 1;
+            CUlaunchConfig config{};
+            config.gridDimX = shape_.grid[0];
+            config.gridDimY = shape_.grid[1];
+            config.gridDimZ = shape_.grid[2];
+            config.blockDimX = shape_.block;
+            config.blockDimY = config.blockDimZ = 1;
+            config.sharedMemBytes = shape_.smem;
+            config.hStream = static_cast<CUstream>(stream);
+            config.attrs = &early;
+            config.numAttrs = 1;
+            check(drv.cuLaunchKernelEx(&config, function_, params, nullptr), "cuLaunchKernelEx(early launch)");
+            return;
+        }
+        check(drv.cuLaunchKernel(function_, shape_.grid[0], shape_.grid[1], shape_.grid[2], shape_.block, 1, 1,
+                                 shape_.smem, static_cast<CUstream>(stream), params, nullptr),
               "cuLaunchKernel");
     }
 
@@ -260,6 +301,7 @@ Artifact package_cubin(const GeneratedKernel& g, const std::string& arch) {
     a.ints[kGridZ] = g.grid[2];
     a.ints[kBlock] = g.block;
     a.ints[kSmem] = g.smem_bytes;
+    a.ints[kEarlyLaunch] = g.waits_for_previous_grid && arch_number(arch) >= 90;  // the wait is compiled in
     if (verbose_enabled()) {
         char line[160];
         std::snprintf(line, sizeof line, "nvrtc %s for %s: %.1f ms, %zu bytes of cubin", g.name.c_str(), arch.c_str(),

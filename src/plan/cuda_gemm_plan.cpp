@@ -108,19 +108,21 @@ bool apply_override(CudaGemmPlan& plan, int64_t element_bytes) {
         plan.min_blocks_per_sm = plan.skinny_warps > 8 ? 1 : 2;
         return true;
     }
-    if (std::sscanf(text, "gemv:%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3]) == 4) {
+    v[4] = 1;
+    if (std::sscanf(text, "gemv:%dx%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3], &v[4]) >= 4) {
         if (plan.family != CudaKernelFamily::gemv) return false;
         if (v[0] < 1 || v[0] > 16 || v[1] < 2 || v[1] > 8 || (v[2] != 128 && v[2] != 256 && v[2] != 512) || v[3] < 1 ||
-            v[3] > 8)
+            v[3] > 8 || v[4] < 1 || v[4] > 2 || (v[4] > 1 && plan.gemv_n_major))
             fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad gemv shape \"") + text + "\"");
         plan.gemv_warps = v[0];
         plan.gemv_stages = v[1];
         plan.gemv_segment = v[2];
         plan.min_blocks_per_sm = v[3];
+        plan.gemv_groups = v[4];
         return true;
     }
     fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: expected tiled:BMxBNxWMxWNxSTAGES[xBK[xBLOCKS]], "
-                                                 "skinny:NTxKWxU or gemv:WARPSxSTAGESxSEGMENTxBLOCKS, got \"") + text + "\"");
+                                                 "skinny:NTxKWxU or gemv:WARPSxSTAGESxSEGMENTxBLOCKS[xGROUPS], got \"") + text + "\"");
 }
 
 }  // namespace
@@ -150,7 +152,7 @@ int64_t CudaGemmPlan::smem_bytes(int element_bytes) const {
 int64_t CudaGemmPlan::gemv_smem_bytes(int64_t m) const {
     // B stored K x N: a stage is 16 k-rows of 64 two-byte columns and 16 k of each A row.
     const int64_t stage = gemv_n_major ? 16 * 64 * 2 + gemv_a_tiles(m) * 8 * 32
-                                       : (16 + gemv_a_tiles(m) * 8) * int64_t{gemv_segment};
+                                       : (16 * gemv_groups + gemv_a_tiles(m) * 8) * int64_t{gemv_segment};
     return int64_t{gemv_warps} * gemv_stages * stage;
 }
 
@@ -169,8 +171,9 @@ std::string CudaGemmPlan::describe() const {
                       "columns=64 warps=%d (split K) stages=%d of 16 k-rows blocks/SM=%d", gemv_warps, gemv_stages,
                       min_blocks_per_sm);
     } else if (family == CudaKernelFamily::gemv) {
-        std::snprintf(buf, sizeof buf, "sm80 gemv (cp.async rows, swap-AB mma.sync) rows=16 warps=%d (split K) stages=%d "
-                      "segment=%dB blocks/SM=%d", gemv_warps, gemv_stages, gemv_segment, min_blocks_per_sm);
+        std::snprintf(buf, sizeof buf, "sm80 gemv (cp.async rows, swap-AB mma.sync) rows=%d warps=%d (split K) stages=%d "
+                      "segment=%dB blocks/SM=%d", 16 * gemv_groups, gemv_warps, gemv_stages, gemv_segment,
+                      min_blocks_per_sm);
     } else if (family == CudaKernelFamily::skinny) {
         std::snprintf(buf, sizeof buf, "sm80 skinny (swap-AB mma.sync) rows=%d warps=%d (split K) unroll=%d %s loads",
                       16 * skinny_row_tiles, skinny_warps, skinny_unroll, skinny_vector ? "16-byte" : "element");

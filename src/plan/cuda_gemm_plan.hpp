@@ -44,11 +44,13 @@ struct CudaGemmPlan {
     int skinny_unroll = 4;               // 64-byte K chunks in flight per thread
     bool skinny_vector = true;           // 16-byte loads (false: element loads, for misaligned leading dims)
 
-    // gemv (16 rows of B^T per CTA)
+    // gemv (16 * gemv_groups rows of B^T per CTA)
     int gemv_warps = 4;                  // warps of a CTA, each streaming its own contiguous K range
     int gemv_stages = 4;                 // cp.async ring depth of each warp
     int gemv_segment = 256;              // bytes of K per row and stage (whole 128-byte lines)
     bool gemv_n_major = false;           // B stored K x N (16-bit types): 64 columns of C a CTA, 16 k-rows a stage
+    int gemv_groups = 1;                 // B stored N x K: 16-row weight groups a CTA streams against one copy of
+                                         // the A rows (2 halves the A rows' share of the traffic from L2)
 
     // both
     bool c_pairs = true;                 // two adjacent C elements per store (ldc and N even)
@@ -60,7 +62,7 @@ struct CudaGemmPlan {
     // tiled, C staged: a warp's C tile row in shared memory, padded by 16 bytes (the 8 rows of one fragment
     // store fall in different banks).
     int64_t staged_c_row_bytes(int64_t c_element_bytes) const { return (bn / warps_n) * c_element_bytes + 16; }
-    // gemv: the warps' rings, each stage 16 weight rows and M rounded up to 8 rows of A.
+    // gemv: the warps' rings, each stage 16 * gemv_groups weight rows and M rounded up to 8 rows of A.
     int64_t gemv_smem_bytes(int64_t m) const;
     std::string describe() const;
     void append_key(KeyWriter& w) const;

@@ -24,7 +24,9 @@ void emit_sm80_gemv(std::ostringstream& os, const Problem& p, const plan::CudaGe
     const int64_t segs = ceil_div(row_bytes, seg);
     const int64_t per_warp = ceil_div(segs, plan.gemv_warps);
     const int64_t mt = plan::gemv_a_tiles(p.m);
-    const bool tail_n = p.n % 16 != 0, tail_k = row_bytes % seg != 0, tail_m = p.m < mt * 8;
+    const int groups = plan.gemv_groups;
+    const std::string columns = std::to_string(16 * groups);
+    const bool tail_n = p.n % (16 * groups) != 0, tail_k = row_bytes % seg != 0, tail_m = p.m < mt * 8;
 
     os << "\n// ---- shape and split (compile-time)\n";
     os << "constexpr int M = " << p.m << ", N = " << p.n << ", K = " << p.k << ";\n";
@@ -36,20 +38,21 @@ void emit_sm80_gemv(std::ostringstream& os, const Problem& p, const plan::CudaGe
        << ", CH = SEG / 16;  // warps splitting K, ring depth, bytes of K per row and stage, its 16-byte chunks\n";
     os << "constexpr int SEGS = " << segs << ", PER_WARP = " << per_warp << ";  // segments of a row, per warp\n";
     os << "constexpr int MT = " << mt << ", A_ROWS = MT * 8, THREADS = KW * 32;\n";
-    os << "constexpr u32 W_BYTES = 16 * SEG, STAGE = (16 + A_ROWS) * SEG, RING = STAGES * STAGE;\n";
-    os << "constexpr int RED_STRIDE = 20;  // partial sums of a C row in shared memory (conflict-free writes)\n";
+    os << "constexpr int G = " << groups << ", W_ROWS = 16 * G;  // 16-row weight groups sharing the A rows\n";
+    os << "constexpr u32 W_BYTES = W_ROWS * SEG, STAGE = (W_ROWS + A_ROWS) * SEG, RING = STAGES * STAGE;\n";
+    os << "constexpr int RED_STRIDE = W_ROWS + 4;  // partial sums of a C row in shared memory (conflict-free writes)\n";
 
     os << R"(
 // Chunk c of stage row r sits at chunk c ^ (r & 7) of its row: the 8 rows one ldmatrix reads at the same chunk
 // land in 8 different bank groups (rows are SEG bytes apart, a multiple of 128).
 __device__ __forceinline__ u32 chunk_at(u32 rows, int r, int c) { return rows + r * SEG + ((c ^ (r & 7)) << 4); }
 
-// Segment sg (bytes sg * SEG ..) of the 16 weight rows from n0 and of the A rows into the stage at st: one
+// Segment sg (bytes sg * SEG ..) of the W_ROWS weight rows from n0 and of the A rows into the stage at st: one
 // warp request covers whole lines of one row.
 __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B, int n0, int sg, int lane) {
   const i64 k0 = (i64)sg * SEG;
 #pragma unroll
-  for (int i = lane; i < 16 * CH; i += 32) {
+  for (int i = lane; i < W_ROWS * CH; i += 32) {
     const int r = i / CH, c = i % CH;
     const i64 k = k0 + c * 16;
 )";
@@ -73,16 +76,18 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     os << "    cp_async16_zfill(chunk_at(st + W_BYTES, r, c), " << (tail_k ? "bytes == 0 ? A : " : "")
        << "A + (i64)r * LDA + k, bytes);\n  }\n}\n";
 
-    emit_gemv_kernel_head(os, p, plan, name, "16");
+    emit_gemv_kernel_head(os, p, plan, name, columns.c_str());
     os << R"(
   // this warp's segments [seg0, seg0 + count): STAGES - 1 in flight ahead of the one computed
   const int seg0 = warp * PER_WARP;
   const int count = SEGS - seg0 < PER_WARP ? (SEGS - seg0 > 0 ? SEGS - seg0 : 0) : PER_WARP;
-  Acc acc[MT][4];
+  Acc acc[G][MT][4];
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
+  for (int g = 0; g < G; ++g)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) acc[i][r] = 0;
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[g][i][r] = 0;
 #pragma unroll
   for (int j = 0; j < STAGES - 1; ++j) {
     if (j < count) load_stage(ring + j * STAGE, A, B, n0, seg0 + j, lane);
@@ -108,9 +113,10 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     __syncwarp();
     const u32 w_rows = ring + j % STAGES * STAGE, a_rows = w_rows + W_BYTES;
 )";
-    // 32 bytes of K per mma (k16 bf16/f16, k8 tf32, k32 s8). The weight fragment: matrices (rows 0-7, first
-    // 16 bytes), (rows 8-15, first), (rows 0-7, second), (rows 8-15, second). The A fragments: one 8-row tile
-    // and two k-steps per ldmatrix (MT 1), or one k-step and two tiles (MT even).
+    // 32 bytes of K per mma (k16 bf16/f16, k8 tf32, k32 s8). The weight fragment of group g: matrices (rows
+    // 0-7 of the group, first 16 bytes), (rows 8-15, first), (rows 0-7, second), (rows 8-15, second). The A
+    // fragments: one 8-row tile and two k-steps per ldmatrix (MT 1), or one k-step and two tiles (MT even);
+    // they are read once for all the groups.
     if (mt == 1) {
         os << R"(#pragma unroll
     for (int kp = 0; kp < CH / 4; ++kp) {  // two k-steps of 32 bytes
@@ -118,27 +124,35 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
       ldsm_x4(x, chunk_at(a_rows, i8, 4 * kp + q));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        u32 w[4];
-        ldsm_x4(w, chunk_at(w_rows, (q & 1) * 8 + i8, 4 * kp + 2 * h + (q >> 1)));
-        const u32 a[4] = {prep(w[0]), prep(w[1]), prep(w[2]), prep(w[3])};
         const u32 b[2] = {prep(x[2 * h]), prep(x[2 * h + 1])};
-        mma(acc[0], a, b);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          u32 w[4];
+          ldsm_x4(w, chunk_at(w_rows, g * 16 + (q & 1) * 8 + i8, 4 * kp + 2 * h + (q >> 1)));
+          const u32 a[4] = {prep(w[0]), prep(w[1]), prep(w[2]), prep(w[3])};
+          mma(acc[g][0], a, b);
+        }
       }
     }
 )";
     } else {
         os << R"(#pragma unroll
     for (int ks = 0; ks < CH / 2; ++ks) {  // one k-step of 32 bytes
-      u32 w[4];
-      ldsm_x4(w, chunk_at(w_rows, (q & 1) * 8 + i8, 2 * ks + (q >> 1)));
-      const u32 a[4] = {prep(w[0]), prep(w[1]), prep(w[2]), prep(w[3])};
+      u32 x[MT / 2][4];
 #pragma unroll
-      for (int tp = 0; tp < MT / 2; ++tp) {  // A tiles 2 tp and 2 tp + 1
-        u32 x[4];
-        ldsm_x4(x, chunk_at(a_rows, (2 * tp + (q >> 1)) * 8 + i8, 2 * ks + (q & 1)));
-        const u32 b0[2] = {prep(x[0]), prep(x[1])}, b1[2] = {prep(x[2]), prep(x[3])};
-        mma(acc[2 * tp], a, b0);
-        mma(acc[2 * tp + 1], a, b1);
+      for (int tp = 0; tp < MT / 2; ++tp)  // A tiles 2 tp and 2 tp + 1
+        ldsm_x4(x[tp], chunk_at(a_rows, (2 * tp + (q >> 1)) * 8 + i8, 2 * ks + (q & 1)));
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        u32 w[4];
+        ldsm_x4(w, chunk_at(w_rows, g * 16 + (q & 1) * 8 + i8, 2 * ks + (q >> 1)));
+        const u32 a[4] = {prep(w[0]), prep(w[1]), prep(w[2]), prep(w[3])};
+#pragma unroll
+        for (int tp = 0; tp < MT / 2; ++tp) {
+          const u32 b0[2] = {prep(x[tp][0]), prep(x[tp][1])}, b1[2] = {prep(x[tp][2]), prep(x[tp][3])};
+          mma(acc[g][2 * tp], a, b0);
+          mma(acc[g][2 * tp + 1], a, b1);
+        }
       }
     }
 )";
@@ -151,17 +165,20 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
   Acc* red = (Acc*)smem_raw;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int i = 0; i < MT; ++i) {
-    Acc* rw = red + (warp * A_ROWS + i * 8 + 2 * t) * RED_STRIDE;
-    rw[g] = acc[i][0];
-    rw[RED_STRIDE + g] = acc[i][1];
-    rw[g + 8] = acc[i][2];
-    rw[RED_STRIDE + g + 8] = acc[i][3];
-  }
+  for (int wg = 0; wg < G; ++wg)
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      Acc* rw = red + (warp * A_ROWS + i * 8 + 2 * t) * RED_STRIDE + wg * 16;
+      rw[g] = acc[wg][i][0];
+      rw[RED_STRIDE + g] = acc[wg][i][1];
+      rw[g + 8] = acc[wg][i][2];
+      rw[RED_STRIDE + g + 8] = acc[wg][i][3];
+    }
   __syncthreads();
 )";
-    emit_gemv_column_sums(os, "16", tail_n);
-    set_decode_launch(out, p, 16, plan.threads());
+    emit_gemv_column_sums(os, columns.c_str(), tail_n);
+    set_decode_launch(out, p, 16 * groups, plan.threads());
+    out.waits_for_previous_grid = true;  // emit_gemv_kernel_head waits
     out.smem_bytes = plan.gemv_smem_bytes(p.m);
 }
 
@@ -171,8 +188,9 @@ void emit_gemv_kernel_head(std::ostringstream& os, const Problem& p, const plan:
     os << "extern \"C\" __global__ void __launch_bounds__(" << plan.threads() << ", " << plan.min_blocks_per_sm << ") "
        << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
        << "const void* __restrict__ bias_ptr) {\n";
-    os << R"(  extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    os << "  extern __shared__ __align__(128) unsigned char smem_raw[];\n";
+    emit_grid_dependency_wait(os);
+    os << R"(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 batch = blockIdx.y + (i64)blockIdx.z * 65535;
 )";
     if (p.batch > 65535 && p.batch % 65535 != 0) os << "  if (batch >= BATCH) return;\n";

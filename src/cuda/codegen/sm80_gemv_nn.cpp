@@ -144,6 +144,7 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
 )";
     emit_gemv_column_sums(os, "NB", tail_n);
     set_decode_launch(out, p, kColumns, plan.threads());
+    out.waits_for_previous_grid = true;  // emit_gemv_kernel_head waits
     out.smem_bytes = std::max<int64_t>(plan.gemv_smem_bytes(p.m), int64_t{plan.gemv_warps} * mt * 8 * (kColumns + 4) * 4);
 }
 
