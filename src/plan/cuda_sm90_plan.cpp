@@ -121,13 +121,14 @@ bool apply_pingpong_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarge
 
 bool costly_activation(const Problem& p) { return activation_uses_exp(p.activation); }
 
-// The 192-wide tiles pay where their epilogue is light: 16-bit operands and C (one pass of the shared C tile)
-// and no GELU or SiLU. With an f32 C (two passes) or a costly activation their consumers' larger share of C
-// measured slower than 128x128 (H100, 384x4096x4096 f16 -> f32 with bias+GELU: 64x192 35.3 us, 128x128
-// 28.3), and fp8 preferred 128x128 too (384x14336x4096 -> bf16: 41.9 against 39.0).
-bool wide_tile_fits(const Problem& p) {
-    return dtype_size(p.a_type) == 2 && dtype_size(p.c_type) == 2 && !costly_activation(p);
-}
+// The 192-wide tiles pay where their epilogue is light: 16-bit operands, no GELU or SiLU. With a costly
+// activation their consumers' larger share of C measured slower than 128x128 (H100, 384x4096x4096 f16 -> f32
+// with bias+GELU: 64x192 35.3 us, 128x128 28.3), and fp8 preferred 128x128 too (384x14336x4096 -> bf16: 41.9
+// against 39.0; 768x14336x4096: 84.1 against 73.4 in jitmm_tune). An f32 C without them wants the 192-wide
+// tiles as bf16 C does (jitmm_tune, bf16 -> f32 NT, against the tile chosen without them: 384x6144x4096
+// 128x192 44.5 us against 128x256 53.1, 768x4096x4096 128x192 46.1 against 128x256 54.1, 384x4096x4096
+// 64x192 29.2 against 128x128 31.4, 768x6144x4096 64x192 71.1 against 128x128 79.3).
+bool wide_tile_fits(const Problem& p) { return dtype_size(p.a_type) == 2 && !costly_activation(p); }
 
 // A GELU or SiLU epilogue (an exponential and a reciprocal per element on the special-function unit) over a
 // short K is a large share of a tile's time that the shared-tile consumers spend with the tensor cores idle;
@@ -205,6 +206,14 @@ struct TileCandidate {
 // against 128x128: 384x4096x4096 25.7 -> 24.6, 192x6144x4096 27.7 -> 26.2).
 constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 192, 0.97}, {2, 128, 0.88}, {1, 256, 0.75},
                                     {1, 192, 0.70}, {2, 64, 0.60},  {1, 128, 0.50}, {1, 64, 0.32}};
+
+// 64x192 tiles over more than one wave run closer to 128x192's rate than the table says: over three waves
+// they beat 128x192 over two (jitmm_tune, 768x6144x4096 NT: bf16 65.5 against 71.2 us, bf16 -> f32 71.1
+// against 76.6), while one partial wave of 128x192 still beats two of 64x192 (384x6144x4096: 41.7 against
+// 45.3). Under one wave the table's rate stays (few-tile shapes stream the weights; more CTAs stream faster).
+double tile_efficiency(const TileCandidate& t, double tiles, int sms) {
+    return t.consumers == 1 && t.bn == 192 && tiles >= sms ? 0.76 : t.efficiency;
+}
 
 }  // namespace
 
@@ -343,7 +352,12 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     // whose tail would leave most SMs idle for a whole tile's time, but it measured no faster either (H100,
     // 2048x11008x4096 bf16, 688 tiles = 5 waves + 28: 281 us unsplit, 283 us with the tail split 2 or 4 ways);
     // it too is only taken when allowed, and tuning times it.
-    const int max_split = allow_split ? 8 : 1;
+    // JITMM_CUDA_SPLIT=tail|all (developer knob, measurements): let the model split the last partial wave only,
+    // or every tile too, as allow_split does.
+    const char* split_env = std::getenv("JITMM_CUDA_SPLIT");
+    const bool env_all = split_env != nullptr && std::strcmp(split_env, "all") == 0;
+    const bool allow_tail = allow_split || env_all || (split_env != nullptr && std::strcmp(split_env, "tail") == 0);
+    const int max_split = allow_split || env_all ? 8 : 1;
     const int sms = target.sm_count;
     auto consider = [&](const TileCandidate& t, int split, bool tail, double time) {
         // A split must win clearly: it costs a workspace (a tail split only the last wave's partial sums).
@@ -359,7 +373,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
         if (!tile_fits_block_scales(p, t.bn) || (t.bn == 192 && !wide_tile_fits(p))) continue;
         const int bm = 64 * t.consumers;
         const double tiles = double(ceil_div(p.m, bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
-        const double tile_time = 2.0 * bm * t.bn * double(p.k) / (kSmRate * t.efficiency);
+        const double tile_time = 2.0 * bm * t.bn * double(p.k) / (kSmRate * tile_efficiency(t, tiles, sms));
         auto split_cost = [&](int split) { return double(split) * bm * t.bn * 4.0 / kSmL2Rate + kSplitFixed; };
         for (int split = 1; split <= max_split; ++split) {
             if (split > 1 && (kt < 4 * split || tiles * split > 2.0 * sms)) break;
@@ -371,7 +385,7 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
         // The last partial wave's tiles split as many ways as fill the SMs.
         const int64_t tail = tail_tiles(static_cast<int64_t>(tiles), sms);
         const int tail_split = tail > 0 ? static_cast<int>(std::min<int64_t>(8, sms / tail)) : 1;
-        if (allow_split && tail_split >= 2 && kt >= 4 * tail_split) {
+        if (allow_tail && tail_split >= 2 && kt >= 4 * tail_split) {
             const double whole_waves = std::floor(tiles / sms);
             consider(t, tail_split, true,
                      whole_waves * (tile_time + kUnitRamp) + tile_time / tail_split + kUnitRamp + split_cost(tail_split));
