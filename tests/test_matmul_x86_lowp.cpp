@@ -926,6 +926,43 @@ TEST_CASE("x86 lowp AMX: packed A panels kept across N blocks (several K blocks,
     unsetenv("JITMM_X86_LOWP_NC");
 }
 
+TEST_CASE("x86 lowp AMX: swapped calls prefetching the next row tile's rows of B stay exact", "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(4242);
+    EngineGuard e{make_engine("amx", 1)};
+    // Swapped roles with B's rows adjacent and 1 MB of B: each row tile's calls prefetch the next row tile's
+    // rows (a share per call; 2 and 4 calls per row tile, column and row tails).
+    for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_BF16}) {
+        for (int64_t m : {40, 100}) {
+            Case c;
+            c.a = t;
+            c.b = t == JITMM_DTYPE_BF16 ? t : JITMM_DTYPE_S8;
+            c.c = t == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+            c.m = m;
+            c.n = 520;
+            c.k = t == JITMM_DTYPE_BF16 ? 1024 : 2048;
+            c.tb = true;
+            check_case(e.e, c, rng);
+        }
+    }
+    // The vector epilogue after the K loop reloads r11 (the prefetch pointer) with its scales.
+    Case c;
+    c.a = c.b = JITMM_DTYPE_S8;
+    c.c = JITMM_DTYPE_F32;
+    c.m = 70;
+    c.n = 520;
+    c.k = 2048;
+    c.tb = true;
+    c.a_scale = JITMM_SCALE_PER_ROW;
+    c.b_scale = JITMM_SCALE_PER_COLUMN;
+    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+    c.bias_layout = JITMM_BIAS_PER_ROW;
+    check_case(e.e, c, rng);
+}
+
 namespace {
 
 // Sets an environment variable for a scope (the planner reads its knobs at every kernel creation).

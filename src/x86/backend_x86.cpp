@@ -72,8 +72,9 @@ struct LowpFamily {
     // 5: AMX early next-panel loads only from 8 K steps, small B blocks without the T1 hint; 6: AMX calls of one
     // K block in equal short K steps (plan::amx_k_step_bytes); 7: AMX one-step calls of whole tiles as one
     // whole-call function (gemm_amx_whole_generator.hpp); 8: its C tiles rotate singly, ldtilecfg after the first
-    // B panel's packing; 9: and K in two equal tile steps; 10: code aligned where it runs (emit_buffer)
-    static constexpr int kVersion = 10;
+    // B panel's packing; 9: and K in two equal tile steps; 10: code aligned where it runs (emit_buffer); 11: AMX
+    // swapped calls prefetch LowpCallArgs::prefetch in their K loop
+    static constexpr int kVersion = 11;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

@@ -35,8 +35,9 @@ struct LowpCallArgs {
     // non-temporal stores (the driver checks that C's tile rows are whole, aligned cache lines), zero = with
     // tile stores. The driver fences (sfence) before the task ends.
     int64_t stream_c = 0;
-    // AMX panel runs: bytes [prefetch, prefetch_end) are prefetched into L2, a few lines after each K step (the
-    // A rows of the driver's next row tile, so that their DRAM reads overlap this call's products).
+    // AMX panel runs and swapped (swap_ab) calls: bytes [prefetch, prefetch_end) are prefetched into L2, a few
+    // lines after each K step (what the driver's next row tile reads: its A rows, or in swapped calls its rows
+    // of B, so that their DRAM reads overlap this call's products).
     const void* prefetch = nullptr;
     const void* prefetch_end = nullptr;
 };

@@ -624,6 +624,13 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
     // Several K blocks: the partial sums of the chunk's whole C^T (rows n, columns m) wait in a strip.
     uint8_t* strip = k_blocks_ > 1 ? scratch<3>(static_cast<size_t>((ch.n1 - ch.n0) * L.acc_ld)) : nullptr;
 
+    // One K block of B's whole rows, stored adjacent (ldb = K), a B past half of L2 and several calls per row
+    // tile: the first call of each row tile waits on DRAM for every tile load of its rows, the others find
+    // them in L2, and they prefetch the next row tile's rows meanwhile (1 thread, median of alternated runs:
+    // 128x4096x4096 NT bf16 800 -> 880 GFLOP/s, s8 1690 -> 1930 GOP/s). One call per row tile (16 rows) is
+    // bound by DRAM alone.
+    const bool prefetch_next_rows = !b_rows && k_blocks_ == 1 && p_.ldb == p_.k && p_.m > nr &&
+                                    p_.n * p_.ldb * b_size >= kPrefetchMinABytes;
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
@@ -653,7 +660,21 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
             if (p_.bias == BiasKind::per_column)
                 call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
             if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + ir;
+            // The next row tile's rows of B, prefetched into L2 by this row tile's calls, a share each (at the
+            // generator's few lines per K step they cover about half of them).
+            const int64_t calls = ceil_div(p_.m, nr);
+            const uint8_t* next_rows = nullptr;
+            int64_t next_bytes = 0;
+            if (prefetch_next_rows && ir + mr < ch.n1) {
+                next_rows = ch.b + (ir + mr) * p_.ldb * b_size;
+                next_bytes = std::min<int64_t>(mr, ch.n1 - ir - mr) * p_.ldb * b_size;
+            }
             for (int64_t jr = 0; jr < p_.m; jr += nr) {
+                call.prefetch = call.prefetch_end = nullptr;
+                if (next_rows) {
+                    call.prefetch = next_rows + next_bytes * (jr / nr) / calls;
+                    call.prefetch_end = next_rows + next_bytes * (jr / nr + 1) / calls;
+                }
                 const bool col_tail = jr + nr > p_.m;
                 const int s = slot(row_tail, col_tail, phase);
                 if (p_.bias == BiasKind::per_row)
