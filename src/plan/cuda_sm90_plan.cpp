@@ -121,14 +121,19 @@ bool apply_pingpong_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarge
 
 bool costly_activation(const Problem& p) { return activation_uses_exp(p.activation); }
 
-// The 192-wide tiles pay where their epilogue is light: 16-bit operands, no GELU or SiLU. With a costly
+// The 192-wide tiles pay where their epilogue is light: 16-bit or fp8 operands, no GELU or SiLU. With a costly
 // activation their consumers' larger share of C measured slower than 128x128 (H100, 384x4096x4096 f16 -> f32
-// with bias+GELU: 64x192 35.3 us, 128x128 28.3), and fp8 preferred 128x128 too (384x14336x4096 -> bf16: 41.9
-// against 39.0; 768x14336x4096: 84.1 against 73.4 in jitmm_tune). An f32 C without them wants the 192-wide
-// tiles as bf16 C does (jitmm_tune, bf16 -> f32 NT, against the tile chosen without them: 384x6144x4096
-// 128x192 44.5 us against 128x256 53.1, 768x4096x4096 128x192 46.1 against 128x256 54.1, 384x4096x4096
-// 64x192 29.2 against 128x128 31.4, 768x6144x4096 64x192 71.1 against 128x128 79.3).
-bool wide_tile_fits(const Problem& p) { return dtype_size(p.a_type) == 2 && !costly_activation(p); }
+// with bias+GELU: 64x192 35.3 us, 128x128 28.3). An f32 C without them wants the 192-wide tiles as bf16 C does
+// (jitmm_tune, bf16 -> f32 NT, against the tile chosen without them: 384x6144x4096 128x192 44.5 us against
+// 128x256 53.1, 768x4096x4096 128x192 46.1 against 128x256 54.1, 384x4096x4096 64x192 29.2 against 128x128
+// 31.4, 768x6144x4096 64x192 71.1 against 128x128 79.3). fp8 takes only the single-consumer 64x192: its
+// 128x192 measured poor (384x14336x4096 -> bf16: 41.9 against 39.0 on 128x128; 768x14336x4096 84.1 against
+// 73.4), its 64x192 the best of every tile at 384-768 rows (jitmm_tune: 384x6144x4096 26.3 against 31.5 on
+// the 128x256 chosen before, 768x6144x4096 36.0 against 41.5 on 128x128, 384x4096x4096 17.4 against 18.4).
+bool wide_tile_fits(const Problem& p, int consumers) {
+    if (costly_activation(p)) return false;
+    return dtype_is_fp8(p.a_type) ? consumers == 1 : dtype_size(p.a_type) == 2;
+}
 
 // A GELU or SiLU epilogue (an exponential and a reciprocal per element on the special-function unit) over a
 // short K is a large share of a tile's time that the shared-tile consumers spend with the tensor cores idle;
@@ -211,8 +216,12 @@ constexpr TileCandidate kTiles[] = {{2, 256, 1.00}, {2, 192, 0.97}, {2, 128, 0.8
 // they beat 128x192 over two (jitmm_tune, 768x6144x4096 NT: bf16 65.5 against 71.2 us, bf16 -> f32 71.1
 // against 76.6), while one partial wave of 128x192 still beats two of 64x192 (384x6144x4096: 41.7 against
 // 45.3). Under one wave the table's rate stays (few-tile shapes stream the weights; more CTAs stream faster).
-double tile_efficiency(const TileCandidate& t, double tiles, int sms) {
-    return t.consumers == 1 && t.bn == 192 && tiles >= sms ? 0.76 : t.efficiency;
+// fp8's 128x256 in one partial wave runs below the table's rate (jitmm_tune, 768x4096x4096: 96 tiles 31.4 us,
+// where 64x192 over two waves took 28.8 and 64x128 over three 26.2; 384x6144x4096: 72 tiles 31.5).
+double tile_efficiency(const TileCandidate& t, double tiles, int sms, bool fp8) {
+    if (t.consumers == 1 && t.bn == 192 && tiles >= sms) return 0.76;
+    if (fp8 && t.consumers == 2 && t.bn == 256 && tiles < sms) return 0.9;
+    return t.efficiency;
 }
 
 }  // namespace
@@ -370,10 +379,11 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
         }
     };
     for (const TileCandidate& t : kTiles) {
-        if (!tile_fits_block_scales(p, t.bn) || (t.bn == 192 && !wide_tile_fits(p))) continue;
+        if (!tile_fits_block_scales(p, t.bn) || (t.bn == 192 && !wide_tile_fits(p, t.consumers))) continue;
         const int bm = 64 * t.consumers;
         const double tiles = double(ceil_div(p.m, bm)) * double(ceil_div(p.n, t.bn)) * double(p.batch);
-        const double tile_time = 2.0 * bm * t.bn * double(p.k) / (kSmRate * tile_efficiency(t, tiles, sms));
+        const double efficiency = tile_efficiency(t, tiles, sms, dtype_is_fp8(p.a_type));
+        const double tile_time = 2.0 * bm * t.bn * double(p.k) / (kSmRate * efficiency);
         auto split_cost = [&](int split) { return double(split) * bm * t.bn * 4.0 / kSmL2Rate + kSplitFixed; };
         for (int split = 1; split <= max_split; ++split) {
             if (split > 1 && (kt < 4 * split || tiles * split > 2.0 * sms)) break;
