@@ -25,7 +25,7 @@ struct GeneratedKernel {
 inline void emit_grid_dependency_wait(std::ostringstream& os) {
     os << R"(#if __CUDA_ARCH__ >= 900
   // Placed before the previous kernel on the stream has ended: touch no memory until it has, then let the next
-  // kernel be placed as this one's CTAs retire (hides the launch gap of short kernels run back to back).
+  // kernel be placed as this one's CTAs retire (hides the launch gap of kernels run back to back).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif

@@ -387,8 +387,9 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
     os << "extern \"C\" __global__ void __launch_bounds__(" << threads << ", " << plan.min_blocks_per_sm << ") "
        << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
        << "const void* __restrict__ bias_ptr) {\n";
-    os << R"(  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    os << "  extern __shared__ __align__(128) unsigned char smem[];\n";
+    emit_grid_dependency_wait(os);
+    os << R"(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 batch = blockIdx.y + (i64)blockIdx.z * 65535;
 )";
     if (p.batch > 65535 && p.batch % 65535 != 0) os << "  if (batch >= BATCH) return;\n";
@@ -530,6 +531,7 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
     out.grid[2] = ceil_div(p.batch, 65535);
     out.block = threads;
     out.smem_bytes = plan.smem_bytes(static_cast<int>(e));
+    out.waits_for_previous_grid = true;  // emit_grid_dependency_wait at the kernel's start
 
     if (plan.c_staged) {
         // Epilogue through shared memory (no tails, 16-byte C rows): each warp writes its finished values into
@@ -656,8 +658,9 @@ void emit_skinny(std::ostringstream& os, const Problem& p, const CudaGemmPlan& p
     os << "extern \"C\" __global__ void __launch_bounds__(" << threads << ", " << plan.min_blocks_per_sm << ") "
        << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
        << "const void* __restrict__ bias_ptr) {\n";
-    os << R"(  __shared__ Acc red[KW][MT * 8][RSTRIDE];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    os << "  __shared__ Acc red[KW][MT * 8][RSTRIDE];\n";
+    emit_grid_dependency_wait(os);
+    os << R"(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const i64 batch = blockIdx.y + (i64)blockIdx.z * 65535;
 )";
     if (p.batch > 65535 && p.batch % 65535 != 0) os << "  if (batch >= BATCH) return;\n";
@@ -731,6 +734,7 @@ void emit_skinny(std::ostringstream& os, const Problem& p, const CudaGemmPlan& p
 
     set_decode_launch(out, p, rows, threads);
     out.smem_bytes = 0;  // static shared memory only
+    out.waits_for_previous_grid = true;  // emit_grid_dependency_wait at the kernel's start
 }
 
 }  // namespace

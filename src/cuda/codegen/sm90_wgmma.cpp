@@ -374,8 +374,9 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
           "const __grid_constant__ TmaMap tma_a_tail, const __grid_constant__ TmaMap tma_b_tail, void* __restrict__ c_ptr, "
           "const void* __restrict__ bias_ptr, const float* __restrict__ a_scales, const float* __restrict__ b_scales, "
           "Acc* __restrict__ ws) {\n";
-    os << R"(  extern __shared__ unsigned char smem_raw[];
-  // 128-byte swizzle repeats every 1024 bytes: stages start on that boundary.
+    os << "  extern __shared__ unsigned char smem_raw[];\n";
+    emit_grid_dependency_wait(os);
+    os << R"(  // 128-byte swizzle repeats every 1024 bytes: stages start on that boundary.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const u32 c_tiles = base + STAGES * STAGE_BYTES;  // C_TILE_BYTES (asynchronous C store), a multiple of 1024
   const u32 full_bar = c_tiles + C_TILE_BYTES, empty_bar = full_bar + 8 * STAGES;
@@ -608,6 +609,7 @@ __device__ __forceinline__ void unit_coords(int u, int rank, int& m0, int& n0, i
     out.grid[0] = plan.ctas;
     out.block = plan.threads();
     out.smem_bytes = plan.smem_bytes();
+    out.waits_for_previous_grid = true;  // emit_grid_dependency_wait at the kernel's start
     return out;
 }
 
