@@ -13,6 +13,7 @@
 #include "plan/cuda_sm90_plan.hpp"
 #include "cuda/tensor_map.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <algorithm>
 #include <cstdio>
@@ -226,9 +227,12 @@ public:
     // A kernel that waits for the previous grid itself is launched early: its CTAs are placed as the previous
     // kernel's retire instead of after the launch gap (the previous kernel's writes are visible after its
     // griddepcontrol.wait, so stream order holds).
+    // A driver that refuses the attribute (an older one, or a setting that disallows it) gets the plain launch,
+    // which runs the same kernel correctly: griddepcontrol.wait returns at once without a programmatic edge.
     void launch(void** params, void* stream) const {
         const DriverApi& drv = device_->drv();
-        if (shape_.early_launch && early_launch_enabled() && drv.cuLaunchKernelEx != nullptr) {
+        if (shape_.early_launch && early_launch_enabled() && drv.cuLaunchKernelEx != nullptr &&
+            !early_refused_.load(std::memory_order_relaxed)) {
             CUlaunchAttribute early{};
             early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
             early.value.programmaticStreamSerializationAllowed = 1;
@@ -242,8 +246,14 @@ public:
             config.hStream = static_cast<CUstream>(stream);
             config.attrs = &early;
             config.numAttrs = 1;
-            check(drv.cuLaunchKernelEx(&config, function_, params, nullptr), "cuLaunchKernelEx(early launch)");
-            return;
+            const CUresult got = drv.cuLaunchKernelEx(&config, function_, params, nullptr);
+            if (got != CUDA_ERROR_NOT_SUPPORTED && got != CUDA_ERROR_INVALID_VALUE) {
+                check(got, "cuLaunchKernelEx(early launch)");
+                return;
+            }
+            early_refused_.store(true, std::memory_order_relaxed);
+            verbose_log("cuda: the driver refused an early launch (" + result_text(got) + "); launching after the "
+                        "previous kernel from now on");
         }
         check(drv.cuLaunchKernel(function_, shape_.grid[0], shape_.grid[1], shape_.grid[2], shape_.block, 1, 1,
                                  shape_.smem, static_cast<CUstream>(stream), params, nullptr),
@@ -279,6 +289,7 @@ private:
     LaunchShape shape_;
     CUmodule module_ = nullptr;
     CUfunction function_ = nullptr;
+    mutable std::atomic<bool> early_refused_{false};  // the driver refused an early launch once: plain from then on
 };
 
 bool aligned(const void* p, int64_t alignment) {
