@@ -947,13 +947,22 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
     unsetenv("JITMM_CUDA_TILE");
     decode.in = decode.out = JITMM_DTYPE_F32;
     CHECK(jitmm::plan::plan_cuda_gemm(problem_of(decode), h100).family == CudaKernelFamily::tiled);
-    // The recipe's fifth field: 16-row weight groups per CTA (B stored N x K only). They name themselves into
-    // the key, their rings fit, and the kernel compiles.
+    // The recipe's fifth field: 16-row weight groups per CTA (B stored N x K only). Past 16 rows of A the
+    // planner takes two where their rings fit (an H100 block: yes; an sm_86 block of ~99 KB: no). The groups
+    // name themselves into the key, their rings fit, and the kernel compiles.
     {
         Case wide{24, 999, 1000, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+        CHECK(jitmm::plan::plan_cuda_gemm(problem_of(wide), h100).gemv_groups == 2);
+        const auto on86 = jitmm::plan::plan_cuda_gemm(problem_of(wide), a10);
+        CHECK((on86.gemv_groups == 1 && on86.gemv_smem_bytes(wide.m) <= a10.smem_per_block_optin));
+        Case sixteen = wide;
+        sixteen.m = 16;
+        CHECK(jitmm::plan::plan_cuda_gemm(problem_of(sixteen), h100).gemv_groups == 1);
+        setenv("JITMM_CUDA_TILE", "gemv:4x4x128x2", 1);
         const auto one = jitmm::plan::plan_cuda_gemm(problem_of(wide), h100);
         setenv("JITMM_CUDA_TILE", "gemv:4x3x256x1x2", 1);
         const auto two = jitmm::plan::plan_cuda_gemm(problem_of(wide), h100);
+        CHECK(one.gemv_groups == 1);
         CHECK((two.family == CudaKernelFamily::gemv && two.gemv_groups == 2));
         CHECK(two.gemv_smem_bytes(wide.m) <= h100.smem_per_block_optin);
         jitmm::KeyWriter ka, kb;
