@@ -535,13 +535,8 @@ void for_each_index_in_parallel(size_t n, const std::function<void(size_t)>& fn)
     for (std::thread& w : workers) w.join();
 }
 
-// The whole list: kernels are created in parallel (NVRTC time dominates), then run one by one.
-void run_cases(const std::vector<Case>& cases) {
-    const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
-    if (drv == nullptr) {
-        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
-        return;
-    }
+// An engine on "cuda:0" without a disk cache; null, with a SKIPPED warning, where the machine has no device.
+jitmm_engine* make_gpu_engine_or_skip() {
     jitmm_engine_config config;
     jitmm_engine_config_init(&config);
     config.device = "cuda:0";
@@ -550,10 +545,22 @@ void run_cases(const std::vector<Case>& cases) {
     const jitmm_status created = jitmm_engine_create(&config, &engine);
     if (created == JITMM_STATUS_NO_DEVICE) {
         WARN("SKIPPED: no CUDA device: " << jitmm_last_error_message());
-        return;
+        return nullptr;
     }
     INFO(jitmm_last_error_message());
     REQUIRE(created == JITMM_STATUS_SUCCESS);
+    return engine;
+}
+
+// The whole list: kernels are created in parallel (NVRTC time dominates), then run one by one.
+void run_cases(const std::vector<Case>& cases) {
+    const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
+    if (drv == nullptr) {
+        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
+        return;
+    }
+    jitmm_engine* engine = make_gpu_engine_or_skip();
+    if (engine == nullptr) return;
 
     std::vector<jitmm_kernel*> kernels(cases.size(), nullptr);
     std::vector<jitmm_status> status(cases.size(), JITMM_STATUS_SUCCESS);
@@ -1262,17 +1269,8 @@ TEST_CASE("cuda: chained kernels on one stream see each other's results", "[cuda
         constexpr int64_t kWidth = 4096, kSteps = 24;
         Case c{rows, kWidth, kWidth, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
         const jitmm_matmul_desc d = desc_of(c);
-        jitmm_engine_config config;
-        jitmm_engine_config_init(&config);
-        config.device = "cuda:0";
-        config.cache_dir = "";
-        jitmm_engine* engine = nullptr;
-        const jitmm_status created = jitmm_engine_create(&config, &engine);
-        if (created == JITMM_STATUS_NO_DEVICE) {
-            WARN("SKIPPED: no CUDA device: " << jitmm_last_error_message());
-            return;
-        }
-        REQUIRE(created == JITMM_STATUS_SUCCESS);
+        jitmm_engine* engine = make_gpu_engine_or_skip();
+        if (engine == nullptr) return;
         jitmm_kernel* kernel = nullptr;
         REQUIRE(jitmm_kernel_create(engine, &d, &kernel) == JITMM_STATUS_SUCCESS);
         jitmm_kernel_info info;

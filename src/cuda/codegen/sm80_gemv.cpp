@@ -159,23 +159,8 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     }
     os << R"(    __syncwarp();  // the next iteration's loads overwrite this stage
   }
-
-  // the warps' K ranges meet in shared memory (every ring drained): red[warp][m][n]
-  __syncthreads();
-  Acc* red = (Acc*)smem_raw;
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int wg = 0; wg < G; ++wg)
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      Acc* rw = red + (warp * A_ROWS + i * 8 + 2 * t) * RED_STRIDE + wg * 16;
-      rw[g] = acc[wg][i][0];
-      rw[RED_STRIDE + g] = acc[wg][i][1];
-      rw[g + 8] = acc[wg][i][2];
-      rw[RED_STRIDE + g + 8] = acc[wg][i][3];
-    }
-  __syncthreads();
 )";
+    emit_gemv_warp_partials(os, "G");
     emit_gemv_column_sums(os, columns.c_str(), tail_n);
     set_decode_launch(out, p, 16 * groups, plan.threads());
     out.waits_for_previous_grid = true;  // emit_gemv_kernel_head waits
@@ -200,6 +185,26 @@ void emit_gemv_kernel_head(std::ostringstream& os, const Problem& p, const plan:
   char* C = (char*)c_ptr + batch * STRIDE_C;
   const char* bias = (const char*)bias_ptr;
   const u32 ring = smem_u32(smem_raw) + warp * RING;
+)";
+}
+
+void emit_gemv_warp_partials(std::ostringstream& os, const char* groups) {
+    os << "\n  // the warps' K ranges meet in shared memory (every ring drained): red[warp][m][n]\n";
+    os << R"(  __syncthreads();
+  Acc* red = (Acc*)smem_raw;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+)";
+    os << "  for (int wg = 0; wg < " << groups << "; ++wg)\n";
+    os << R"(#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      Acc* rw = red + (warp * A_ROWS + i * 8 + 2 * t) * RED_STRIDE + wg * 16;
+      rw[g] = acc[wg][i][0];
+      rw[RED_STRIDE + g] = acc[wg][i][1];
+      rw[g + 8] = acc[wg][i][2];
+      rw[RED_STRIDE + g + 8] = acc[wg][i][3];
+    }
+  __syncthreads();
 )";
 }
 

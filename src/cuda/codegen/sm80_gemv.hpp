@@ -23,6 +23,9 @@ void emit_sm80_gemv(std::ostringstream& os, const Problem& p, const plan::CudaGe
 // first column of C: blockIdx.x * `columns`, a name of the generated source) and this warp's ring.
 void emit_gemv_kernel_head(std::ostringstream& os, const Problem& p, const plan::CudaGemmPlan& plan,
                            const std::string& name, const char* columns);
+// After the main loop: each warp's accumulators acc[group][A tile][4] (16 columns a group) go to shared memory,
+// red[warp][row of A][RED_STRIDE], for emit_gemv_column_sums; groups: their count, a name of the source.
+void emit_gemv_warp_partials(std::ostringstream& os, const char* groups);
 // The kernel's end: each thread sums the warps' partial sums of one element of C (in shared memory, red[warp]
 // [row of A][RED_STRIDE]) in warp order and stores it through the epilogue, consecutive threads on consecutive
 // columns.

@@ -125,23 +125,8 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     os << R"(    }
     __syncwarp();  // the next iteration's loads overwrite this stage
   }
-
-  // the warps' K ranges meet in shared memory (every ring drained): red[warp][m][n]
-  __syncthreads();
-  Acc* red = (Acc*)smem_raw;
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      Acc* rw = red + (warp * A_ROWS + i * 8 + 2 * t) * RED_STRIDE + nt * 16;
-      rw[g] = acc[nt][i][0];
-      rw[RED_STRIDE + g] = acc[nt][i][1];
-      rw[g + 8] = acc[nt][i][2];
-      rw[RED_STRIDE + g + 8] = acc[nt][i][3];
-    }
-  __syncthreads();
 )";
+    emit_gemv_warp_partials(os, "4");
     emit_gemv_column_sums(os, "NB", tail_n);
     set_decode_launch(out, p, kColumns, plan.threads());
     out.waits_for_previous_grid = true;  // emit_gemv_kernel_head waits

@@ -13,7 +13,7 @@
 namespace jitmm::cuda {
 
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
-constexpr int kSm80GeneratorVersion = 7;
+constexpr int kSm80GeneratorVersion = 8;
 
 // The kernel's parameters are (const void* a, const void* b, void* c, const void* bias); everything else
 // (shape, leading dimensions, strides, alpha/beta, epilogue) is baked in.
