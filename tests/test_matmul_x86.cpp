@@ -47,8 +47,9 @@ double activate(jitmm_epilogue e, double x) {
     switch (e) {
         case JITMM_EPILOGUE_RELU: case JITMM_EPILOGUE_BIAS_RELU: return x > 0 ? x : 0;
         case JITMM_EPILOGUE_GELU_TANH: case JITMM_EPILOGUE_BIAS_GELU_TANH:
-            return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-        case JITMM_EPILOGUE_GELU_ERF: case JITMM_EPILOGUE_BIAS_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+            // 0.5 x (1 + tanh(u)) as x / (1 + exp(-2u)): 1 + tanh(u) cancels to nothing in double once u < -18.
+            return x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        case JITMM_EPILOGUE_GELU_ERF: case JITMM_EPILOGUE_BIAS_GELU_ERF: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));  // = 1 + erf(z): no cancellation
         case JITMM_EPILOGUE_SILU: case JITMM_EPILOGUE_BIAS_SILU: return x / (1 + std::exp(-x));
         default: return x;
     }
@@ -485,7 +486,7 @@ jitmm::Problem plain_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb) 
 int planned_k_splits(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm::hw::X86Isa isa, int threads) {
     const jitmm::Problem p = plain_problem(m, n, k, ta, tb);
     const auto gemm = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, threads);
-    if (jitmm::plan::dot_family_serves(p, gemm)) return jitmm::plan::plan_x86_gemm_f32_dot(p, isa, threads).k_splits;
+    if (jitmm::plan::dot_family_serves(p, gemm)) return jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), isa, threads).k_splits;
     return gemm.k_splits;
 }
 
@@ -677,6 +678,61 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles
 // (fewer B lines per FMA) win with long K blocks; with few rows and B from memory the 3-vector tile stays.
 // The correctness sweeps above run the in-place A of small shapes with several row tiles and panels.
+// A matrix times a vector (N = 1, b and C dense) runs as C^T = b^T A^T on the dot kernel, A and B exchanged;
+// a strided b or C keeps the broadcast tiles. Both against the reference, every epilogue and bias layout.
+TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[x86][matmul]") {
+    auto generator_of = [](jitmm_engine* e, const Case& c) {
+        jitmm_matmul_desc d;
+        REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+        d.m = c.m; d.n = c.n; d.k = c.k; d.trans_b = c.tb;
+        d.lda = c.k + c.lda_pad; d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; d.ldc = c.n + c.ldc_pad;
+        jitmm_kernel* kernel = nullptr;
+        REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+        const std::string name = info.generator;
+        jitmm_kernel_release(kernel);
+        return name;
+    };
+    std::mt19937 rng(9090);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {2, 7, 33, 300, 1023}) {
+                for (int64_t k : {1, 17, 200, 1500}) {
+                    Case c;
+                    c.m = m;
+                    c.n = 1;
+                    c.k = k;
+                    c.tb = it % 2 == 1;
+                    c.lda_pad = it % 3 == 0 ? 5 : 0;
+                    c.ldb_pad = c.tb && it % 4 == 1 ? 3 : 0;  // a transposed b is one row: any ldb
+                    c.alpha = it % 5 == 0 ? -0.5f : 1.0f;
+                    c.beta = it % 3 == 1 ? 0.5f : 0.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.batch = it % 4 == 2 ? 3 : 1;
+                    c.share_b = c.batch > 1 && it % 8 == 2;
+                    CHECK(generator_of(e, c).find("swapped") != std::string::npos);
+                    check_case(e, c, rng);
+                    ++it;
+                }
+            }
+            // A strided b column or a strided C keeps the broadcast tiles; still correct.
+            Case strided_b{300, 1, 200, 1, false, false, 0, 3, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_RELU};
+            Case strided_c{300, 1, 200, 1, false, false, 0, 0, 2, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS, JITMM_BIAS_PER_ROW};
+            for (const Case& c : {strided_b, strided_c}) {
+                CHECK(generator_of(e, c).find("swapped") == std::string::npos);
+                check_case(e, c, rng);
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+}
+
 TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][plan]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
@@ -706,6 +762,18 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k > 0);
     CHECK(big.layout.b_prefetch_k == 0);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 64, 64, false, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+    // A tile as wide as N reads A once in place (no packing) where a narrower one would pack a large A,
+    // and then takes K in one block while B's kc x N fits half of L2.
+    for (const auto& shape : {plain_problem(3136, 64, 576, false, false), plain_problem(64, 64, 4096, false, false),
+                              plain_problem(4096, 16, 4096, false, false)}) {
+        const auto wide = jitmm::plan::plan_x86_gemm_f32(shape, cpu, isa, 1);
+        INFO(wide.describe());
+        CHECK(wide.nr() >= shape.n);
+        CHECK_FALSE(wide.pack_a);
+        CHECK(wide.kc >= shape.k);
+    }
+    // At several threads a few row tiles keep K blocks (K split can then feed the threads).
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(64, 64, 4096, false, false), cpu, isa, 4).kc < 4096);
     // Both still fit the register file with the epilogue's temporaries.
     for (const auto& plan : {big, llm})
         CHECK(plan.layout.mr * plan.layout.nv + jitmm::x86::kEpilogueTemps <= 32);
