@@ -32,6 +32,6 @@ bool dot_family_fits(const Problem& p);
 // transposed whole (there the dot kernel's horizontal sums cost more than the transpose).
 bool dot_family_serves(const Problem& p, const X86GemmPlan& gemm);
 
-X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, hw::X86Isa isa, int num_threads);
+X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 
 }  // namespace jitmm::plan

@@ -96,6 +96,15 @@ private:
         }
     }
 
+    // The lines of every Bt row that the iteration `b_prefetch_bytes` ahead reads: many rows stream at once
+    // from memory, more than the hardware prefetchers follow (past a row's end, harmless lines of the next).
+    void prefetch_b_rows(int64_t step_bytes) {
+        if (L_.b_prefetch_bytes <= 0) return;
+        for (int j = 0; j < cols_; ++j)
+            for (int64_t off = 0; off < step_bytes; off += 64)
+                prefetcht0(ptr[rsi + j * L_.ldb * 4 + L_.b_prefetch_bytes + off]);
+    }
+
     // Whole K, or (partial) r8 iterations given by the caller, then (rest) what K has past them.
     void k_loop(bool partial, bool rest) {
         const int64_t full = L_.k / vlen_;
@@ -111,6 +120,7 @@ private:
             }
             L(loop);
             for (int u = 0; u < L_.k_unroll; ++u) k_step(int64_t(u) * vlen_ * 4, false);
+            prefetch_b_rows(step_bytes);
             add(rdi, static_cast<uint32_t>(step_bytes));
             add(rsi, static_cast<uint32_t>(step_bytes));
             dec(r8);
