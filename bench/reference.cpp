@@ -273,10 +273,11 @@ double activate(jitmm_epilogue e, double x) {
         case JITMM_EPILOGUE_GELU_TANH:
         case JITMM_EPILOGUE_BIAS_GELU_TANH: {
             const double sqrt_2_over_pi = 0.79788456080286535588;
-            return 0.5 * x * (1.0 + std::tanh(sqrt_2_over_pi * (x + 0.044715 * x * x * x)));
+            // 0.5 x (1 + tanh(u)) as x / (1 + exp(-2u)): 1 + tanh(u) cancels to nothing in double once u < -18.
+            return x / (1.0 + std::exp(-2.0 * sqrt_2_over_pi * (x + 0.044715 * x * x * x)));
         }
         case JITMM_EPILOGUE_GELU_ERF:
-        case JITMM_EPILOGUE_BIAS_GELU_ERF: return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440));
+        case JITMM_EPILOGUE_BIAS_GELU_ERF: return 0.5 * x * std::erfc(-x * 0.70710678118654752440);  // = 1 + erf, no cancellation
         case JITMM_EPILOGUE_SILU:
         case JITMM_EPILOGUE_BIAS_SILU: return x / (1.0 + std::exp(-x));
         case JITMM_EPILOGUE_NONE:

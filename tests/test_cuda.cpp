@@ -175,8 +175,9 @@ double draw(jitmm_dtype t, std::mt19937& rng) {
 double activate(Activation a, double x) {
     switch (a) {
         case Activation::relu: return x > 0 ? x : 0;
-        case Activation::gelu_tanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-        case Activation::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        // 0.5 x (1 + tanh(u)) as x / (1 + exp(-2u)): 1 + tanh(u) cancels to nothing in double once u < -18.
+        case Activation::gelu_tanh: return x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        case Activation::gelu_erf: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));  // = 1 + erf(z): no cancellation
         case Activation::silu: return x / (1 + std::exp(-x));
         case Activation::none: break;
     }

@@ -148,9 +148,10 @@ double activate(jitmm_epilogue e, double x) {
     switch (e) {
         case JITMM_EPILOGUE_RELU: case JITMM_EPILOGUE_BIAS_RELU: return x > 0 ? x : 0;
         case JITMM_EPILOGUE_GELU_TANH: case JITMM_EPILOGUE_BIAS_GELU_TANH:
-            return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+            // 0.5 x (1 + tanh(u)) as x / (1 + exp(-2u)): 1 + tanh(u) cancels to nothing in double once u < -18.
+            return x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
         case JITMM_EPILOGUE_GELU_ERF: case JITMM_EPILOGUE_BIAS_GELU_ERF:
-            return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+            return 0.5 * x * std::erfc(-x / std::sqrt(2.0));  // = 1 + erf(z): no cancellation
         case JITMM_EPILOGUE_SILU: case JITMM_EPILOGUE_BIAS_SILU: return x / (1 + std::exp(-x));
         default: return x;
     }
