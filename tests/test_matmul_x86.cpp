@@ -772,6 +772,12 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
         CHECK_FALSE(wide.pack_a);
         CHECK(wide.kc >= shape.k);
     }
+    // 25-56 rows: a tile tall enough to read a large B in place beats a shorter one that must pack it.
+    for (const auto& shape : {plain_problem(49, 512, 4608, false, false), plain_problem(40, 4096, 4096, false, false)}) {
+        const auto few_rows = jitmm::plan::plan_x86_gemm_f32(shape, cpu, isa, 1);
+        INFO(few_rows.describe());
+        CHECK_FALSE(few_rows.pack_b);
+    }
     // At several threads a few row tiles keep K blocks (K split can then feed the threads).
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(64, 64, 4096, false, false), cpu, isa, 4).kc < 4096);
     // Both still fit the register file with the epilogue's temporaries.

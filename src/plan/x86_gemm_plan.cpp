@@ -111,6 +111,19 @@ bool tile_packs_a(const Problem& p, int mr, int64_t nr, int64_t l2) {
     return ceil_div(p.n, nr) > 1 && ceil_div(p.m, mr) > 1 && !a_small;
 }
 
+// Cycles per k step, per column of B, of packing a B as stored: the driver reads a B of few row tiles (at
+// most kMaxDirectBRowTiles) in place, one K block of rows at a time, and packs it for more. Where a tile
+// with more rows keeps B in place (25-56 rows), that copy is saved (1 thread, 49x512x4608: 14x32 tiles with
+// B in place 125 GFLOP/s, 6x64 tiles with B packed 101; 49x128x4608 104 against 91).
+constexpr double kPackBCyclesPerColumn = 0.5;
+constexpr int64_t kMaxDirectBRowTiles = 4;
+
+bool tile_packs_large_b(const Problem& p, int mr, int64_t nr, int64_t l2) {
+    const bool b_small = 4.0 * double(p.k) * double(p.n) <= double(l2) / 4;
+    const bool one_dense_panel = ceil_div(p.n, nr) == 1 && p.ldb <= 2 * nr;  // read in place (b_rows_in_place)
+    return !p.trans_b && !b_small && !one_dense_panel && ceil_div(p.m, mr) > kMaxDirectBRowTiles;
+}
+
 TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, bool l2_lines, int64_t l2) {
     const int vlen = avx512 ? 16 : 8;
     TileShape best{0, 0};
@@ -126,7 +139,8 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
             return;
         }
         const double c = tile_cost(p, t, vlen, l2_lines) +
-                         (tile_packs_a(p, t.mr, int64_t(t.nv) * vlen, l2) ? kPackACyclesPerRow * double(p.m) : 0.0);
+                         (tile_packs_a(p, t.mr, int64_t(t.nv) * vlen, l2) ? kPackACyclesPerRow * double(p.m) : 0.0) +
+                         (tile_packs_large_b(p, t.mr, int64_t(t.nv) * vlen, l2) ? kPackBCyclesPerColumn * double(p.n) : 0.0);
         if (best.mr == 0 || c < best_cost * 0.999 ||
             (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv)) {
             best = t;
@@ -225,7 +239,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // serves (its JIT time grows with the tiles).
     const bool b_small_in_place = !p.trans_b && !plan.pack_a && 4.0 * double(p.k) * double(p.n) <= double(l2) / 4 &&
                                   p.flops() / double(p.batch) > kMinFlopsPerThread;
-    plan.pack_b = !b_rows_in_place && (p.trans_b || m_tiles > 4) && !b_small_in_place;
+    plan.pack_b = !b_rows_in_place && (p.trans_b || m_tiles > kMaxDirectBRowTiles) && !b_small_in_place;
     // B read in place from memory (few row tiles, B larger than L2: decode-like shapes): each k step prefetches
     // its B row 16 steps ahead, which the hardware prefetchers alone do not keep up with across that many rows
     // (1 thread: 1x4096x4096 NN 7.7 -> 8.6 GFLOP/s, 1x4096x11008 7.9 -> 8.8, 16x4096x4096 67 -> 71; 8 or 32
