@@ -778,6 +778,11 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
         INFO(few_rows.describe());
         CHECK_FALSE(few_rows.pack_b);
     }
+    // Up to ~1 MFLOP one generated call; past it the driver, which fans 2 MFLOP out to two threads.
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(64, 64, 64, false, false), cpu, isa, 2).single_call);
+    const auto hundred = jitmm::plan::plan_x86_gemm_f32(plain_problem(100, 100, 100, false, false), cpu, isa, 2);
+    CHECK_FALSE(hundred.single_call);
+    CHECK(hundred.threads == 2);
     // At several threads a few row tiles keep K blocks (K split can then feed the threads).
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(64, 64, 4096, false, false), cpu, isa, 4).kc < 4096);
     // Both still fit the register file with the epilogue's temporaries.

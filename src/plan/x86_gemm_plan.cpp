@@ -34,8 +34,14 @@ bool tile_fits(int mr, int nv, bool avx512) {
     return mr * nv + b_regs + 1 <= regs && mr * nv + x86::kEpilogueTemps <= regs;
 }
 
-// Below about this much work a thread costs more to wake than it saves.
-constexpr double kMinFlopsPerThread = 2.0e6;
+// Up to this much work a problem runs as one generated call (the single call, below); past it, the driver
+// with a small B read in place is faster, on one thread too (1 thread, alternated: 96^3 11.1 -> 9.9 us,
+// 100^3 15.1 -> 13.5 us with 1 MFLOP instead of 2; 64^3 stays a single call, 2.9 us against the driver's 3.1).
+constexpr double kMinFlopsPerThread = 1.0e6;
+
+// A thread of the pool is woken for at least this much work: the workers spin between back-to-back calls, so
+// a fan-out costs about a microsecond (2 threads: 128x128x64 11.9 -> 7.7 us, 100^3 15.2 -> 10.5 us).
+constexpr double kMinFlopsPerExtraThread = 0.5e6;
 
 // Or this many bytes of A and B: a memory-bound thread streams them in ~15 microseconds.
 constexpr double kMinBytesPerThread = 256.0 * 1024;
@@ -328,7 +334,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     int threads = std::max(1, num_threads);
     // Enough work for each: flops, or bytes of A and B for the shapes that stream more than they compute.
     const double ab_bytes = 4.0 * double(p.batch) * (double(p.m) * double(p.k) + double(p.k) * double(p.n));
-    const double work = std::max(p.flops() / kMinFlopsPerThread, ab_bytes / kMinBytesPerThread);
+    const double work = std::max(p.flops() / kMinFlopsPerExtraThread, ab_bytes / kMinBytesPerThread);
     threads = static_cast<int>(std::min<double>(threads, std::max(1.0, work)));
     plan.threads = threads;
     // Each batch's C is cut into M x N chunks by the partition's cost model: a 1-D split over N makes every
