@@ -120,7 +120,8 @@ bool tile_packs_a(const Problem& p, int mr, int64_t nr, int64_t l2) {
 // Cycles per k step, per column of B, of packing a B as stored: the driver reads a B of few row tiles (at
 // most kMaxDirectBRowTiles) in place, one K block of rows at a time, and packs it for more. Where a tile
 // with more rows keeps B in place (25-56 rows), that copy is saved (1 thread, 49x512x4608: 14x32 tiles with
-// B in place 125 GFLOP/s, 6x64 tiles with B packed 101; 49x128x4608 104 against 91).
+// B in place 125 GFLOP/s, 6x64 tiles with B packed 101; 49x128x4608 104 against 91). One thread only: split
+// over threads, B in place streams short row pieces per task (2 threads, 49x512x4608: 169 against 190 packed).
 constexpr double kPackBCyclesPerColumn = 0.5;
 constexpr int64_t kMaxDirectBRowTiles = 4;
 
@@ -130,7 +131,8 @@ bool tile_packs_large_b(const Problem& p, int mr, int64_t nr, int64_t l2) {
     return !p.trans_b && !b_small && !one_dense_panel && ceil_div(p.m, mr) > kMaxDirectBRowTiles;
 }
 
-TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, bool l2_lines, int64_t l2) {
+TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, bool l2_lines, int64_t l2,
+                      int num_threads) {
     const int vlen = avx512 ? 16 : 8;
     TileShape best{0, 0};
     double best_cost = 0;
@@ -146,7 +148,9 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
         }
         const double c = tile_cost(p, t, vlen, l2_lines) +
                          (tile_packs_a(p, t.mr, int64_t(t.nv) * vlen, l2) ? kPackACyclesPerRow * double(p.m) : 0.0) +
-                         (tile_packs_large_b(p, t.mr, int64_t(t.nv) * vlen, l2) ? kPackBCyclesPerColumn * double(p.n) : 0.0);
+                         (num_threads == 1 && tile_packs_large_b(p, t.mr, int64_t(t.nv) * vlen, l2)
+                              ? kPackBCyclesPerColumn * double(p.n)
+                              : 0.0);
         if (best.mr == 0 || c < best_cost * 0.999 ||
             (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv)) {
             best = t;
@@ -198,7 +202,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t l1 = cpu.l1d_bytes > 0 ? cpu.l1d_bytes : 32 * 1024;
     const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
     const bool l2_lines = b_streams_from_l2(p, l1, l2);
-    TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4, l2_lines, l2);
+    TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4, l2_lines, l2, num_threads);
     // JITMM_X86_TILE=RxV forces the register tile (rows x vectors): a tuning knob, not for production.
     if (const char* forced = std::getenv("JITMM_X86_TILE")) {
         int r = 0, v = 0;

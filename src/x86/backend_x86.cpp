@@ -65,13 +65,24 @@ struct DotF32Family {
     static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32_dot(p, r); }
 };
 
-// A matrix times a vector (C = A b, N = 1) with b and C dense: C^T = b^T A^T is one row dotted with A's rows,
-// the dot family's decode shape, reading A once front to back. The broadcast tiles would spend a whole vector
-// of FMA lanes on each single column (1 thread, 4096x1x4096 NN: 3.9 GFLOP/s, half of oneDNN's). The kernel is
-// compiled for the swapped problem and called with A and B exchanged; the key is the caller's problem.
-bool serves_as_swapped_dot(const Problem& p) {
+// A matrix times a vector (C = A b, N = 1) with b and C dense: C^T = b^T A^T is one row times A^T, a decode
+// shape, which the f32 dot family and the low-precision swapped AMX path serve by streaming A once front to back
+// over all the threads. The broadcast tiles would spend a whole vector of FMA lanes on the single column
+// (1 thread, 4096x1x4096 NN f32: 3.9 GFLOP/s, half of oneDNN's), and the low-precision tiles 31 of 32 columns
+// (16 threads: 0.22x oneDNN in bf16). The plan of the swapped problem is wrapped: its kernel is called with the
+// operands (and their scales) exchanged; the key is the caller's problem plus the swapped recipe.
+// Same-type operands only (u8 x s8 has no swapped instruction here), no zero point, no block scales.
+bool serves_as_swapped(const Problem& p) {
     const bool dense_b_column = p.trans_b || p.ldb == 1;
-    return p.n == 1 && p.m > 1 && !p.trans_a && dense_b_column && p.ldc == 1;
+    const bool scales_swap = p.a_scale != ScaleMode::per_block && p.b_scale != ScaleMode::per_block;
+    return p.n == 1 && p.m > 1 && !p.trans_a && dense_b_column && p.ldc == 1 && p.a_type == p.b_type &&
+           p.a_zero_point == 0 && scales_swap;
+}
+
+ScaleMode swapped_scale(ScaleMode s) {
+    if (s == ScaleMode::per_row) return ScaleMode::per_column;
+    if (s == ScaleMode::per_column) return ScaleMode::per_row;
+    return s;
 }
 
 Problem swapped_operands(const Problem& p) {
@@ -85,9 +96,12 @@ Problem swapped_operands(const Problem& p) {
     s.ldc = p.m;       // C^T: one row of M values
     s.stride_a = p.stride_b;
     s.stride_b = p.stride_a;
-    // bias[N] (one value) is the bias of the swapped problem's one row; bias[M] is its per-column bias.
+    // bias[N] (one value) is the bias of the swapped problem's one row; bias[M] is its per-column bias. The
+    // scales of A (per row of M) become those of the swapped B (per column), and the other way round.
     if (p.bias == BiasKind::per_column) s.bias = BiasKind::per_row;
     else if (p.bias == BiasKind::per_row) s.bias = BiasKind::per_column;
+    s.a_scale = swapped_scale(p.b_scale);
+    s.b_scale = swapped_scale(p.a_scale);
     return s;
 }
 
@@ -98,6 +112,8 @@ public:
         RunArgs swapped = args;
         swapped.a = args.b;
         swapped.b = args.a;
+        swapped.a_scales = args.b_scales;
+        swapped.b_scales = args.a_scales;
         inner_->run(swapped);
     }
     size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
@@ -106,32 +122,26 @@ private:
     std::shared_ptr<Kernel> inner_;
 };
 
-class SwappedDotPlan final : public Plan {
+class SwappedOperandsPlan final : public Plan {
 public:
-    SwappedDotPlan(const Problem& p, hw::X86Isa isa, std::shared_ptr<const ParallelRunner> runner)
-        : swapped_(swapped_operands(p)),
-          recipe_(plan::plan_x86_gemm_f32_dot(swapped_, hw::cpu_info(), isa, runner->num_threads())),
-          runner_(std::move(runner)) {}
+    explicit SwappedOperandsPlan(std::unique_ptr<Plan> inner)
+        : inner_(std::move(inner)), generator_(std::string(inner_->generator()) + "_swapped") {}
 
-    const char* generator() const override {
-        return recipe_.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_dot_swapped_avx512" : "x86_f32_dot_swapped_avx2";
-    }
-    int generator_version() const override { return DotF32Family::kVersion; }
-    std::string describe() const override { return "A and B swapped (C^T = B^T A^T): " + recipe_.describe(); }
+    const char* generator() const override { return generator_.c_str(); }
+    int generator_version() const override { return inner_->generator_version(); }
+    std::string describe() const override { return "A and B swapped (C^T = B^T A^T): " + inner_->describe(); }
     void append_key(KeyWriter& w) const override {
         w.i64('W', 1);
-        recipe_.append_key(w);
+        inner_->append_key(w);
     }
-    Artifact compile() const override { return compile_gemm_f32_dot(swapped_, recipe_); }
+    Artifact compile() const override { return inner_->compile(); }
     std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
-        return std::make_shared<SwappedOperandsKernel>(
-            std::make_shared<GemmF32DotKernel>(std::move(meta), swapped_, recipe_, runner_, artifact));
+        return std::make_shared<SwappedOperandsKernel>(inner_->load(artifact, std::move(meta)));
     }
 
 private:
-    Problem swapped_;
-    plan::X86DotPlan recipe_;
-    std::shared_ptr<const ParallelRunner> runner_;
+    std::unique_ptr<Plan> inner_;
+    std::string generator_;
 };
 
 // Low precision: int8 (AMX, VNNI, widened), bf16 (AMX, vdpbf16ps, via f32), f16 (via f32).
@@ -182,6 +192,7 @@ public:
     const std::string& fingerprint() const override { return fingerprint_; }
 
     std::unique_ptr<Plan> plan(const Problem& p) const override {
+        if (serves_as_swapped(p)) return std::make_unique<SwappedOperandsPlan>(plan(swapped_operands(p)));
         if (plan::is_lowp_problem(p)) {
             const std::string why = plan::lowp_unsupported_reason(p, hw::cpu_info(), isa_);
             if (!why.empty())
@@ -206,7 +217,6 @@ public:
         if (isa_ < hw::X86Isa::avx2)
             fail(JITMM_STATUS_UNSUPPORTED, "cpu: this CPU has no AVX2+FMA (or the cap is below avx2); jitmm needs at "
                                            "least the avx2 tier");
-        if (serves_as_swapped_dot(p)) return std::make_unique<SwappedDotPlan>(p, isa_, runner_);
         plan::X86GemmPlan gemm = plan::plan_x86_gemm_f32(p, hw::cpu_info(), isa_, runner_->num_threads());
         if (plan::dot_family_serves(p, gemm))
             return std::make_unique<X86Plan<DotF32Family>>(
