@@ -772,6 +772,8 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
         CHECK_FALSE(wide.pack_a);
         CHECK(wide.kc >= shape.k);
     }
+    // A large A crossed by a few panels is read in place, not packed.
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(784, 128, 1152, false, false), cpu, isa, 1).pack_a);
     // 25-56 rows: a tile tall enough to read a large B in place beats a shorter one that must pack it.
     for (const auto& shape : {plain_problem(49, 512, 4608, false, false), plain_problem(40, 4096, 4096, false, false)}) {
         const auto few_rows = jitmm::plan::plan_x86_gemm_f32(shape, cpu, isa, 1);
@@ -824,6 +826,9 @@ TEST_CASE("x86 f32: one B panel read in place", "[x86][matmul]") {
             {40, 30, 500, 1, false, false, 0, 0, 2, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
             {100, 16, 4096, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_ERF},  // aliased A rows
             {19, 13, 2048, 1, false, true, 0, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_RELU, JITMM_BIAS_PER_ROW},
+            // A large A read in place across two to four panels (K blocks, row and column tails).
+            {701, 100, 1100, 1, false, false, 3, 0, 1, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+            {333, 128, 1200, 1, true, true, 0, 2, 0, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS, JITMM_BIAS_PER_ROW},
         };
         for (const Case& c : cases) check_case(e, c, rng);
         jitmm_engine_destroy(e);

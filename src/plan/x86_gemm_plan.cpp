@@ -110,10 +110,18 @@ int aliased_rows(int64_t lda_bytes, int rows) {
 // 1 thread here: 3136x64x576 14x32 tiles (A packed) take 1.29x the 6x64 tiles' time, 64x64x4096 1.57x.
 constexpr double kPackACyclesPerRow = 1.0;
 
+// A large A is read in place, not packed, by a tile that crosses N in at most this many panels: its rows stream
+// from memory once and stay in L1 for the few panels, where packing costs a copy and the next tile's prefetch
+// covers only as many of its rows as there are panels (1 thread, 784x128x1152: 14x32 tiles 138 -> 158 GFLOP/s
+// in place; 6x64, K in one block, 168; oneDNN 150-155).
+constexpr int64_t kMaxInPlaceAPanels = 4;
+
 // Whether a register tile `nr` wide leaves A to be packed (several panels across N, several row tiles,
 // and an A too large to stay in cache): the planner's pack_a rule below, before aliasing.
 bool tile_packs_a(const Problem& p, int mr, int64_t nr, int64_t l2) {
     const bool a_small = 4.0 * double(p.m) * double(p.k) <= double(l2) / 4;
+    // (Priced for every tile narrower than N: a large A read in place across its few panels, below, is also
+    // slower than the tile as wide as N that reads it once: 3136x64x4608 14x32 in place 0.65x of 6x64.)
     return ceil_div(p.n, nr) > 1 && ceil_div(p.m, mr) > 1 && !a_small;
 }
 
@@ -239,7 +247,9 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // (A transposed: a tile's rows are one line per k, and the lines of successive k are lda apart.)
     const bool a_rows_alias = p.trans_a ? aliased_rows(p.lda * 4, 16) > 2 * kMaxInPlaceAliasedRows
                                         : aliased_rows(p.lda * 4, L.mr) > kMaxInPlaceAliasedRows;
-    plan.pack_a = n_tiles > 1 && m_tiles > 1 && (!a_small || a_rows_alias);
+    plan.pack_a = n_tiles > 1 && m_tiles > 1 && (a_rows_alias || (!a_small && n_tiles > kMaxInPlaceAPanels));
+    // JITMM_X86_PACK_A=0/1 forces it (tuning knob).
+    if (const char* v = std::getenv("JITMM_X86_PACK_A")) plan.pack_a = std::atoi(v) != 0 && n_tiles > 1 && m_tiles > 1;
     // One column panel of densely stored rows (NN, ldb <= 2 nr) is read front to back in place: packing it
     // would only copy it (64x64x16384 1 thread: +10%), and its K blocks need not be short.
     const bool b_rows_in_place = !p.trans_b && n_tiles == 1 && p.ldb <= 2 * nr;
