@@ -378,10 +378,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // choose_split). A call with few rows is bound by reading (and packing) B instead: a thread per megabyte of
     // B as well (16 cores of the GPU machine's host, 1x4096x4096 bf16 with B stored K x N: 2 threads by the
     // products alone ran at 0.39x oneDNN's 16).
+    // A short K makes writing C the work (3136x256x64 s8 -> s32: 3.2 MB of C for 103 MFLOP, 6 threads by the
+    // products, 0.53x oneDNN's 16 on the GPU machine's host): a thread per 256 KB of C as well.
     const double per_thread = amx ? 16.0e6 : 2.0e6;
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
+    const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6})));
+    threads = static_cast<int>(std::min<double>(
+        threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6, c_bytes / (256.0 * 1024)})));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
 
