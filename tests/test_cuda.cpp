@@ -990,6 +990,32 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
         unsetenv("JITMM_CUDA_TILE");
     }
 
+    // Few column tiles over a long K: CTAs split K too (a workspace with a counter per tile, compiled in),
+    // both layouts of B; the decode shapes with tens of column tiles stream unsplit, without a workspace.
+    {
+        for (const bool tb : {false, true}) {
+            const Case tall{8, 8, 65536, 1, false, tb, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+            const auto split = jitmm::plan::plan_cuda_gemm(problem_of(tall), h100);
+            CHECK((split.family == CudaKernelFamily::gemv && split.gemv_n_major == !tb));
+            CHECK((split.gemv_ctas_k >= 8 && split.gemv_ctas_k <= h100.sm_count));
+            CHECK(split.workspace_counter_bytes(problem_of(tall)) == 256);
+            CHECK(split.workspace_bytes(problem_of(tall)) == 256 + split.gemv_ctas_k * 8 * split.gemv_columns() * 4);
+            const auto generated = jitmm::cuda::generate_sm80_gemm(problem_of(tall), split);
+            CHECK(generated.grid[0] == split.gemv_ctas_k);
+            CHECK(generated.source.find("constexpr int CTAS_K = " + std::to_string(split.gemv_ctas_k)) != std::string::npos);
+            if (jitmm::cuda::nvrtc() != nullptr) {
+                auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_90a");
+                const jitmm::Artifact art = backend->plan(problem_of(tall))->compile();
+                CHECK((art.kind == "cubin" && !art.payload.empty()));
+            }
+            const Case decode_wide{16, 4096, 4096, 1, false, tb, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+            const auto whole = jitmm::plan::plan_cuda_gemm(problem_of(decode_wide), h100);
+            CHECK((whole.gemv_ctas_k == 1 && whole.workspace_bytes(problem_of(decode_wide)) == 0));
+        }
+        const Case short_k{8, 8, 512, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};  // too short to split
+        CHECK(jitmm::plan::plan_cuda_gemm(problem_of(short_k), h100).gemv_ctas_k == 1);
+    }
+
     const Case big{4096, 4096, 4096, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16};
     const auto pb = jitmm::plan::plan_cuda_gemm(problem_of(big), h100);
     CHECK(pb.family == CudaKernelFamily::tiled);
@@ -1250,6 +1276,20 @@ TEST_CASE("cuda: decode gemv kernel with two weight groups per CTA", "[cuda]") {
                                            {12, 4097, 11008, 1}, {32, 1280, 8192, 1}, {24, 999, 1000, 2}};
     setenv("JITMM_CUDA_TILE", "gemv:4x3x256x1x2", 1);
     run_cases(gemv_cases(shapes, std::vector<DtypePair>(std::begin(kDtypes), std::end(kDtypes)), true));
+    unsetenv("JITMM_CUDA_TILE");
+}
+
+// Few column tiles over a long K: the CTAs of a column tile split K as well as their warps, and the last
+// to arrive adds the others' partial sums from the workspace. Both layouts of B, tails of M, N and K, M past
+// 16 (two weight groups), batches (a counter per tile and batch), epilogues; the planner's split and a
+// forced one (the recipe's sixth field) on a shape it would not split.
+TEST_CASE("cuda: decode gemv kernel with K split over CTAs", "[cuda]") {
+    const std::vector<DtypePair> dtypes(std::begin(kDtypes), std::end(kDtypes));
+    run_cases(gemv_cases({{8, 8, 65536, 1}, {1, 16, 40000, 1}, {5, 40, 30001, 2}, {24, 20, 20000, 1}}, dtypes, true));
+    const std::vector<DtypePair> sixteen = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, {JITMM_DTYPE_F16, JITMM_DTYPE_F32}};
+    run_cases(gemv_cases({{8, 8, 65536, 1}, {3, 70, 20001, 2}, {16, 100, 33333, 1}}, sixteen, false));
+    setenv("JITMM_CUDA_TILE", "gemv:4x4x256x2x1x3", 1);
+    run_cases(gemv_cases({{9, 515, 777, 1}, {3, 1000, 1001, 2}}, sixteen, true));
     unsetenv("JITMM_CUDA_TILE");
 }
 

@@ -130,6 +130,12 @@ private:
 // ---------------------------------------------------------------------------------------------------
 // A loaded cubin: module, function and launch shape.
 
+// Scratch a launch needs beside its operands: bytes in all, the first counter_bytes zeroed before each launch.
+struct Workspace {
+    size_t bytes = 0;
+    size_t counter_bytes = 0;
+};
+
 struct LaunchShape {
     unsigned grid[3] = {1, 1, 1};
     unsigned block = 1;
@@ -275,12 +281,13 @@ public:
     }
 
     // The SM80 kernels' parameters: (a, b, c, bias).
-    void launch_sm80(const RunArgs& args) const {
+    // ws: the workspace a gemv split over CTAs needs (a kernel with four parameters never reads the fifth).
+    void launch_sm80(const RunArgs& args, void* ws = nullptr) const {
         const void* a = args.a;
         const void* b = args.b;
         void* c = args.c;
         const void* bias = args.bias;
-        void* params[] = {&a, &b, &c, &bias};
+        void* params[] = {&a, &b, &c, &bias, &ws};
         launch(params, args.stream);
     }
 
@@ -377,9 +384,9 @@ TmaOperand sm90_operand(const Problem& p, const plan::Sm90GemmPlan& plan, bool i
 class CudaKernel final : public Kernel {
 public:
     CudaKernel(KernelMeta meta, std::shared_ptr<const Device> device, const Artifact& artifact, const Problem& p,
-               plan::CudaTarget target, std::optional<plan::Sm90GemmPlan> sm90)
+               plan::CudaTarget target, std::optional<plan::Sm90GemmPlan> sm90, Workspace sm80_workspace)
         : Kernel(std::move(meta)), device_(std::move(device)), main_(device_, artifact), p_(p),
-          target_(std::move(target)), sm90_(std::move(sm90)) {
+          target_(std::move(target)), sm90_(std::move(sm90)), sm80_workspace_(sm80_workspace) {
         if (sm90_ && sm90_->cluster_m > 1) main_.fit_grid_to_resident_clusters(sm90_->cluster_m);
         if (sm90_ && sm90_->stage_a) stage_a_ = main_.other_function("jitmm_sm90_stage_a");
         if (sm90_ && sm90_->stage_b) stage_b_ = main_.other_function("jitmm_sm90_stage_b");
@@ -395,30 +402,45 @@ public:
         const bool fast = aligned(args.a, s.align_a) && aligned(args.b, s.align_b) && aligned(args.c, s.align_c);
         ContextScope scope(*device_);
         if (!fast) return fallback().launch_sm80(args);
-        if (!sm90_) return main_.launch_sm80(args);
-        const DriverApi& drv = device_->drv();
+        if (!sm90_) {
+            if (sm80_workspace_.bytes == 0) return main_.launch_sm80(args);
+            return with_workspace(args, sm80_workspace_, [&](char* ws) { main_.launch_sm80(args, ws); });
+        }
         const plan::Sm90GemmPlan& plan = *sm90_;
-        const size_t ws_bytes = static_cast<size_t>(plan.workspace_bytes(p_));
-        if (ws_bytes == 0) return launch_sm90(args, args.a, args.b, nullptr);
-        // Split K and staged operands use a workspace: the caller's when it is big enough and 256-byte
-        // aligned, else stream-ordered memory from the device's pool (allocated and freed in stream order: no
-        // synchronization).
-        const bool own =
-            args.workspace == nullptr || args.workspace_size < ws_bytes || !aligned(args.workspace, 256);
-        const CUstream stream = static_cast<CUstream>(args.stream);
-        const CUdeviceptr ws_ptr =
-            own ? device_->scratch_alloc(ws_bytes, stream) : reinterpret_cast<CUdeviceptr>(args.workspace);
-        char* const ws = reinterpret_cast<char*>(ws_ptr);
-        try {
+        const Workspace need{static_cast<size_t>(plan.workspace_bytes(p_)),
+                             static_cast<size_t>(plan.workspace_counter_bytes(p_))};
+        if (need.bytes == 0) return launch_sm90(args, args.a, args.b, nullptr);
+        with_workspace(args, need, [&](char* ws) {
             const void* a = args.a;
             const void* b = args.b;
             if (plan.stage_a) a = stage(stage_a_, args.a, ws + plan.staged_offset(p_, true), true, args.stream);
             if (plan.stage_b) b = stage(stage_b_, args.b, ws + plan.staged_offset(p_, false), false, args.stream);
-            if (plan.split_k > 1)  // the arrival counters start at zero on every launch
-                check(entry(drv.cuMemsetD32Async, "cuMemsetD32Async")(
-                          ws_ptr, 0, static_cast<size_t>(plan.workspace_counter_bytes(p_)) / 4, stream),
-                      "cuMemsetD32Async(split-K counters)");
             launch_sm90(args, a, b, ws);
+        });
+    }
+
+    size_t workspace_bytes() const override {
+        return sm90_ ? static_cast<size_t>(sm90_->workspace_bytes(p_)) : sm80_workspace_.bytes;
+    }
+
+private:
+    // Runs launch(ws) on a workspace of need.bytes whose first need.counter_bytes (split-K arrival counters)
+    // are zeroed in stream order first: the caller's workspace when it is big enough and 256-byte aligned,
+    // else stream-ordered memory from the device's pool (allocated and freed in stream order: no
+    // synchronization).
+    template <class Launch>
+    void with_workspace(const RunArgs& args, const Workspace& need, Launch&& launch) const {
+        const DriverApi& drv = device_->drv();
+        const bool own =
+            args.workspace == nullptr || args.workspace_size < need.bytes || !aligned(args.workspace, 256);
+        const CUstream stream = static_cast<CUstream>(args.stream);
+        const CUdeviceptr ws_ptr =
+            own ? device_->scratch_alloc(need.bytes, stream) : reinterpret_cast<CUdeviceptr>(args.workspace);
+        try {
+            if (need.counter_bytes > 0)
+                check(entry(drv.cuMemsetD32Async, "cuMemsetD32Async")(ws_ptr, 0, need.counter_bytes / 4, stream),
+                      "cuMemsetD32Async(split-K counters)");
+            launch(reinterpret_cast<char*>(ws_ptr));
         } catch (...) {
             if (own) (void)drv.cuMemFreeAsync(ws_ptr, stream);
             throw;
@@ -426,11 +448,6 @@ public:
         if (own) check(entry(drv.cuMemFreeAsync, "cuMemFreeAsync")(ws_ptr, stream), "cuMemFreeAsync(workspace)");
     }
 
-    size_t workspace_bytes() const override {
-        return sm90_ ? static_cast<size_t>(sm90_->workspace_bytes(p_)) : 0;
-    }
-
-private:
     // The Hopper kernel on operands a and b (the caller's, or their staged copies) with workspace ws.
     void launch_sm90(const RunArgs& args, const void* a, const void* b, void* ws) const {
         const DriverApi& drv = device_->drv();
@@ -475,6 +492,8 @@ private:
         std::call_once(fallback_once_, [&] {
             try {
                 const plan::CudaGemmPlan recipe = plan::plan_cuda_gemm(p_, target_, /*aligned_pointers=*/false);
+                if (recipe.workspace_bytes(p_) != 0)  // launched without one below
+                    fail(JITMM_STATUS_INTERNAL_ERROR, "cuda: the misaligned-pointer kernel would need a workspace");
                 fallback_ = std::make_unique<Module>(device_, compile_sm80_cubin(p_, recipe, target_.arch));
             } catch (const Error& e) {
                 // fp8 and scaled problems have no SM80 kernel: say what the caller must change.
@@ -497,6 +516,7 @@ private:
     Problem p_;
     plan::CudaTarget target_;
     std::optional<plan::Sm90GemmPlan> sm90_;  // set: main_ is the Hopper kernel, launched with tensor maps
+    Workspace sm80_workspace_;                // the SM80 kernel's (a gemv split over CTAs)
     CUfunction stage_a_ = nullptr, stage_b_ = nullptr;  // the staging copies in main_'s module
     mutable std::once_flag fallback_once_;
     mutable std::unique_ptr<Module> fallback_;
@@ -544,7 +564,10 @@ public:
                                              : generate_sm80_gemm(p_, recipe_).source;
             dump_artifact(meta.key, "cu", source.data(), source.size());
         }
-        return std::make_shared<CudaKernel>(std::move(meta), device_, artifact, p_, target_, sm90_);
+        const Workspace sm80_workspace{static_cast<size_t>(recipe_.workspace_bytes(p_)),
+                                       static_cast<size_t>(recipe_.workspace_counter_bytes(p_))};
+        return std::make_shared<CudaKernel>(std::move(meta), device_, artifact, p_, target_, sm90_,
+                                            sm90_ ? Workspace{} : sm80_workspace);
     }
 
 private:

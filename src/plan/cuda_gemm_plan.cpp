@@ -26,6 +26,13 @@ bool aligned16(int64_t elements, int64_t element_bytes) { return (elements * ele
 // where the A tiles re-read per 16 weight rows cost more than streaming the weights once saves.
 constexpr int64_t kGemvMaxRows = 32;
 
+// A gemv CTA streams one column tile's K range at ~37 GB/s (H100: 4096 x 4096 bf16 at 2.4 TB/s from 64 CTAs),
+// so with few column tiles (8 x 8 x 65536: one) most SMs sit idle and one CTA reads megabytes alone. Then
+// CTAs split K too, up to a CTA per SM, each warp keeping at least kMinGemvStagesPerWarp stages (the ring's
+// ramp) and at most kMaxGemvCtasK partial sums for the last CTA to add.
+constexpr int kMinGemvStagesPerWarp = 8;
+constexpr int kMaxGemvCtasK = 64;
+
 // One CTA tile the planner may pick for the tiled family, with what the estimate needs.
 struct TileCandidate {
     int bm, bn, warps_m, warps_n, stages;
@@ -64,6 +71,18 @@ double tile_time(const Problem& p, const TileCandidate& t, const CudaTarget& tar
     return waves * resident * double(t.bm) * double(t.bn) / efficiency;
 }
 
+// CTAs splitting K per column tile: only where the column tiles leave more than three quarters of the SMs idle
+// (the split costs a workspace, a memset and the last CTA's sum); decode shapes with tens of column tiles keep
+// streaming unsplit, as measured.
+int gemv_ctas_splitting_k(const Problem& p, const CudaGemmPlan& plan, const CudaTarget& target) {
+    const int64_t tiles = ceil_div(p.n, plan.gemv_columns()) * p.batch;
+    if (tiles * 4 > target.sm_count) return 1;
+    const int64_t units = plan.gemv_n_major ? ceil_div(p.k, 16) : ceil_div(p.k * dtype_size(p.a_type), plan.gemv_segment);
+    const int64_t by_k = units / (int64_t{plan.gemv_warps} * kMinGemvStagesPerWarp);
+    const int64_t by_sms = target.sm_count / tiles;
+    return static_cast<int>(std::clamp<int64_t>(std::min(by_k, by_sms), 1, kMaxGemvCtasK));
+}
+
 OperandPath operand_path(bool k_major, int64_t ld, int64_t stride, int64_t batch, int64_t e, bool aligned_pointers) {
     const bool aligned = aligned_pointers && aligned16(ld, e) && (batch == 1 || aligned16(stride, e));
     if (!aligned) return OperandPath::scalar;
@@ -73,7 +92,7 @@ OperandPath operand_path(bool k_major, int64_t ld, int64_t stride, int64_t batch
 
 // JITMM_CUDA_TILE (developer knob for tuning runs): "tiled:BMxBNxWMxWNxSTAGES[xBK_BYTES[xBLOCKS_PER_SM]]" (BK 64
 // or 128 bytes; blocks per SM the launch bounds ask the registers to allow, 1..4),
-// "skinny:NTxKWxU" or "gemv:WARPSxSTAGESxSEGMENT_BYTESxBLOCKS_PER_SM".
+// "skinny:NTxKWxU" or "gemv:WARPSxSTAGESxSEGMENT_BYTESxBLOCKS_PER_SM[xGROUPS[xCTAS_K]]".
 // Applied where it fits the problem; part of the key like any plan.
 bool apply_override(CudaGemmPlan& plan, int64_t element_bytes) {
     const char* text = std::getenv("JITMM_CUDA_TILE");
@@ -109,20 +128,22 @@ bool apply_override(CudaGemmPlan& plan, int64_t element_bytes) {
         return true;
     }
     v[4] = 1;
-    if (std::sscanf(text, "gemv:%dx%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3], &v[4]) >= 4) {
+    v[5] = plan.gemv_ctas_k;
+    if (std::sscanf(text, "gemv:%dx%dx%dx%dx%dx%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) >= 4) {
         if (plan.family != CudaKernelFamily::gemv) return false;
         if (v[0] < 1 || v[0] > 16 || v[1] < 2 || v[1] > 8 || (v[2] != 128 && v[2] != 256 && v[2] != 512) || v[3] < 1 ||
-            v[3] > 8 || v[4] < 1 || v[4] > 2 || (v[4] > 1 && plan.gemv_n_major))
+            v[3] > 8 || v[4] < 1 || v[4] > 2 || (v[4] > 1 && plan.gemv_n_major) || v[5] < 1 || v[5] > kMaxGemvCtasK)
             fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: bad gemv shape \"") + text + "\"");
         plan.gemv_warps = v[0];
         plan.gemv_stages = v[1];
         plan.gemv_segment = v[2];
         plan.min_blocks_per_sm = v[3];
         plan.gemv_groups = v[4];
+        plan.gemv_ctas_k = v[5];
         return true;
     }
     fail(JITMM_STATUS_INVALID_VALUE, std::string("JITMM_CUDA_TILE: expected tiled:BMxBNxWMxWNxSTAGES[xBK[xBLOCKS]], "
-                                                 "skinny:NTxKWxU or gemv:WARPSxSTAGESxSEGMENTxBLOCKS[xGROUPS], got \"") + text + "\"");
+                                                 "skinny:NTxKWxU or gemv:WARPSxSTAGESxSEGMENTxBLOCKS[xGROUPS[xCTAS_K]], got \"") + text + "\"");
 }
 
 }  // namespace
@@ -156,6 +177,17 @@ int64_t CudaGemmPlan::gemv_smem_bytes(int64_t m) const {
     return int64_t{gemv_warps} * gemv_stages * stage;
 }
 
+int64_t CudaGemmPlan::workspace_counter_bytes(const Problem& p) const {
+    if (family != CudaKernelFamily::gemv || gemv_ctas_k <= 1) return 0;
+    return (ceil_div(p.n, gemv_columns()) * p.batch * 4 + 255) / 256 * 256;
+}
+
+int64_t CudaGemmPlan::workspace_bytes(const Problem& p) const {
+    if (family != CudaKernelFamily::gemv || gemv_ctas_k <= 1) return 0;
+    const int64_t slot = p.m * gemv_columns() * 4;  // one CTA's partial sums (f32 or s32)
+    return workspace_counter_bytes(p) + ceil_div(p.n, gemv_columns()) * p.batch * gemv_ctas_k * slot;
+}
+
 int64_t gemv_a_tiles(int64_t m) { return m <= 8 ? 1 : ceil_div(m, 16) * 2; }
 
 bool gemv_n_major_shape(const Problem& p) {
@@ -168,12 +200,12 @@ std::string CudaGemmPlan::describe() const {
     char buf[256];
     if (family == CudaKernelFamily::gemv && gemv_n_major) {
         std::snprintf(buf, sizeof buf, "sm80 gemv, B stored K x N (cp.async k-rows, ldmatrix.trans, swap-AB mma.sync) "
-                      "columns=64 warps=%d (split K) stages=%d of 16 k-rows blocks/SM=%d", gemv_warps, gemv_stages,
-                      min_blocks_per_sm);
+                      "columns=64 warps=%d (split K) ctas_k=%d stages=%d of 16 k-rows blocks/SM=%d", gemv_warps,
+                      gemv_ctas_k, gemv_stages, min_blocks_per_sm);
     } else if (family == CudaKernelFamily::gemv) {
-        std::snprintf(buf, sizeof buf, "sm80 gemv (cp.async rows, swap-AB mma.sync) rows=%d warps=%d (split K) stages=%d "
-                      "segment=%dB blocks/SM=%d", 16 * gemv_groups, gemv_warps, gemv_stages, gemv_segment,
-                      min_blocks_per_sm);
+        std::snprintf(buf, sizeof buf, "sm80 gemv (cp.async rows, swap-AB mma.sync) rows=%d warps=%d (split K) "
+                      "ctas_k=%d stages=%d segment=%dB blocks/SM=%d", 16 * gemv_groups, gemv_warps, gemv_ctas_k,
+                      gemv_stages, gemv_segment, min_blocks_per_sm);
     } else if (family == CudaKernelFamily::skinny) {
         std::snprintf(buf, sizeof buf, "sm80 skinny (swap-AB mma.sync) rows=%d warps=%d (split K) unroll=%d %s loads",
                       16 * skinny_row_tiles, skinny_warps, skinny_unroll, skinny_vector ? "16-byte" : "element");
@@ -292,6 +324,7 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
             if (two.gemv_smem_bytes(p.m) <= target.smem_per_block_optin) plan = two;
         }
         while (plan.gemv_stages > 2 && plan.gemv_smem_bytes(p.m) > target.smem_per_block_optin) --plan.gemv_stages;
+        plan.gemv_ctas_k = gemv_ctas_splitting_k(p, plan, target);
         plan.c_pairs = false;
         plan.bm = plan.bn = plan.bk = 0;
         plan.warps_m = plan.warps_n = plan.stages = plan.group_m = 0;

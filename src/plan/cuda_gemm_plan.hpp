@@ -51,6 +51,8 @@ struct CudaGemmPlan {
     bool gemv_n_major = false;           // B stored K x N (16-bit types): 64 columns of C a CTA, 16 k-rows a stage
     int gemv_groups = 1;                 // B stored N x K: 16-row weight groups a CTA streams against one copy of
                                          // the A rows (2 halves the A rows' share of the traffic from L2)
+    int gemv_ctas_k = 1;                 // CTAs splitting K for each column tile (few columns, long K): each
+                                         // writes its partial sums to the workspace, the last one adds them up
 
     // both
     bool c_pairs = true;                 // two adjacent C elements per store (ldc and N even)
@@ -64,6 +66,11 @@ struct CudaGemmPlan {
     int64_t staged_c_row_bytes(int64_t c_element_bytes) const { return (bn / warps_n) * c_element_bytes + 16; }
     // gemv: the warps' rings, each stage 16 * gemv_groups weight rows and M rounded up to 8 rows of A.
     int64_t gemv_smem_bytes(int64_t m) const;
+    // gemv split over CTAs: C's columns a CTA owns, the arrival counters (one per column tile and batch, zeroed
+    // before each launch) and the workspace in all (counters, then each CTA's M x columns partial sums).
+    int64_t gemv_columns() const { return gemv_n_major ? 64 : 16 * gemv_groups; }
+    int64_t workspace_counter_bytes(const Problem& p) const;
+    int64_t workspace_bytes(const Problem& p) const;
     std::string describe() const;
     void append_key(KeyWriter& w) const;
 };

@@ -22,7 +22,7 @@ void emit_sm80_gemv(std::ostringstream& os, const Problem& p, const plan::CudaGe
     const int64_t row_bytes = p.k * e;
     const int seg = plan.gemv_segment;
     const int64_t segs = ceil_div(row_bytes, seg);
-    const int64_t per_warp = ceil_div(segs, plan.gemv_warps);
+    const int64_t per_warp = ceil_div(segs, int64_t{plan.gemv_warps} * plan.gemv_ctas_k);  // every CTA's warps
     const int64_t mt = plan::gemv_a_tiles(p.m);
     const int groups = plan.gemv_groups;
     const std::string columns = std::to_string(16 * groups);
@@ -79,7 +79,7 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     emit_gemv_kernel_head(os, p, plan, name, columns.c_str());
     os << R"(
   // this warp's segments [seg0, seg0 + count): STAGES - 1 in flight ahead of the one computed
-  const int seg0 = warp * PER_WARP;
+  const int seg0 = kw * PER_WARP;
   const int count = SEGS - seg0 < PER_WARP ? (SEGS - seg0 > 0 ? SEGS - seg0 : 0) : PER_WARP;
   Acc acc[G][MT][4];
 #pragma unroll
@@ -161,8 +161,8 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
   }
 )";
     emit_gemv_warp_partials(os, "G");
-    emit_gemv_column_sums(os, columns.c_str(), tail_n);
-    set_decode_launch(out, p, 16 * groups, plan.threads());
+    emit_gemv_column_sums(os, plan, columns.c_str(), tail_n);
+    set_decode_launch(out, p, 16 * groups, plan.threads(), plan.gemv_ctas_k);
     out.waits_for_previous_grid = true;  // emit_gemv_kernel_head waits
     out.smem_bytes = plan.gemv_smem_bytes(p.m);
 }
@@ -172,14 +172,19 @@ void emit_gemv_kernel_head(std::ostringstream& os, const Problem& p, const plan:
     os << "\n// ---- the kernel\n";
     os << "extern \"C\" __global__ void __launch_bounds__(" << plan.threads() << ", " << plan.min_blocks_per_sm << ") "
        << name << "(const void* __restrict__ a_ptr, const void* __restrict__ b_ptr, void* __restrict__ c_ptr, "
-       << "const void* __restrict__ bias_ptr) {\n";
+       << "const void* __restrict__ bias_ptr, void* __restrict__ ws_ptr) {\n";
     os << "  extern __shared__ __align__(128) unsigned char smem_raw[];\n";
     emit_grid_dependency_wait(os);
+    os << "  constexpr int CTAS_K = " << plan.gemv_ctas_k << ";  // CTAs splitting K for each column tile\n";
+    if (plan.gemv_ctas_k > 1)
+        os << "  constexpr i64 WS_COUNTER_BYTES = " << plan.workspace_counter_bytes(p)
+           << ";  // the workspace: arrival counters, then the CTAs' partial sums\n";
     os << R"(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 batch = blockIdx.y + (i64)blockIdx.z * 65535;
 )";
     if (p.batch > 65535 && p.batch % 65535 != 0) os << "  if (batch >= BATCH) return;\n";
-    os << "  const int n0 = blockIdx.x * " << columns << ";\n";
+    os << "  const int tile = blockIdx.x / CTAS_K, n0 = tile * " << columns << ";\n";
+    os << "  const int kw = blockIdx.x % CTAS_K * KW + warp;  // this warp's K range, among every CTA's warps\n";
     os << R"(  const char* A = (const char*)a_ptr + batch * STRIDE_A;
   const char* B = (const char*)b_ptr + batch * STRIDE_B;
   char* C = (char*)c_ptr + batch * STRIDE_C;
@@ -208,23 +213,54 @@ void emit_gemv_warp_partials(std::ostringstream& os, const char* groups) {
 )";
 }
 
-void emit_gemv_column_sums(std::ostringstream& os, const char* columns, bool tail_n) {
-    os << "\n  // epilogue: consecutive threads write consecutive columns of a row of C; warps summed in order\n";
-    os << "  for (int i = threadIdx.x; i < M * " << columns << "; i += THREADS) {\n";
-    os << "    const int m = i / " << columns << ", nl = i % " << columns << ", n = n0 + nl;\n";
-    if (tail_n) os << "    if (n >= N) continue;\n";
-    os << R"(    Acc s = 0;
+void emit_gemv_column_sums(std::ostringstream& os, const plan::CudaGemmPlan& plan, const char* columns, bool tail_n) {
+    const std::string each = std::string("  for (int i = threadIdx.x; i < M * ") + columns + "; i += THREADS) {\n" +
+                             "    const int m = i / " + columns + ", nl = i % " + columns + ", n = n0 + nl;\n" +
+                             (tail_n ? "    if (n >= N) continue;\n" : "");
+    const std::string warp_sum = R"(    Acc s = 0;
 #pragma unroll
     for (int w = 0; w < KW; ++w) s += red[(w * A_ROWS + m) * RED_STRIDE + nl];
+)";
+    if (plan.gemv_ctas_k > 1) {
+        // Each CTA of the tile writes its sums to its own slot; the one that arrives last (the counter, zeroed
+        // before the launch) adds the slots in CTA order, whichever came last: the result does not depend on
+        // the arrival order.
+        os << "\n  // K split over CTAS_K CTAs: this CTA's sums into its slot, the last CTA to arrive adds the slots\n";
+        os << "  constexpr int TILES = (N + " << columns << " - 1) / " << columns << ", SLOT = M * " << columns << ";\n";
+        os << R"(  const int ctile = (int)batch * TILES + tile;  // its counter
+  Acc* const slots = (Acc*)((char*)ws_ptr + WS_COUNTER_BYTES) + (i64)ctile * CTAS_K * SLOT;
+)";
+        os << each << warp_sum << "    slots[blockIdx.x % CTAS_K * SLOT + i] = s;\n  }\n";
+        os << R"(  __shared__ int arrived_last;
+  __threadfence();  // the slot is visible before the count says so
+  __syncthreads();
+  if (threadIdx.x == 0) arrived_last = atomicAdd((unsigned*)ws_ptr + ctile, 1u) == CTAS_K - 1;
+  __syncthreads();
+  if (!arrived_last) return;
+  __threadfence();
+
+  // epilogue: consecutive threads write consecutive columns of a row of C; CTAs summed in order
+)";
+        os << each << R"(    Acc s = 0;
+#pragma unroll 8
+    for (int r = 0; r < CTAS_K; ++r) s += __ldcg(slots + r * SLOT + i);
     char* c = C + (i64)m * LDC + (i64)n * EC;
+    c_store(c, finish(s, c, m, n, bias));
+  }
+}
+)";
+        return;
+    }
+    os << "\n  // epilogue: consecutive threads write consecutive columns of a row of C; warps summed in order\n";
+    os << each << warp_sum << R"(    char* c = C + (i64)m * LDC + (i64)n * EC;
     c_store(c, finish(s, c, m, n, bias));
   }
 }
 )";
 }
 
-void set_decode_launch(GeneratedKernel& out, const Problem& p, int64_t columns, int threads) {
-    out.grid[0] = ceil_div(p.n, columns);
+void set_decode_launch(GeneratedKernel& out, const Problem& p, int64_t columns, int threads, int ctas_k) {
+    out.grid[0] = ceil_div(p.n, columns) * ctas_k;
     out.grid[1] = std::min<int64_t>(p.batch, 65535);
     out.grid[2] = ceil_div(p.batch, 65535);
     out.block = threads;

@@ -21,7 +21,7 @@ void emit_sm80_gemv_n_major(std::ostringstream& os, const Problem& p, const plan
     const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
     constexpr int kRowsPerStage = 16, kColumns = 64;
     const int64_t steps = ceil_div(p.k, kRowsPerStage);
-    const int64_t per_warp = ceil_div(steps, plan.gemv_warps);
+    const int64_t per_warp = ceil_div(steps, int64_t{plan.gemv_warps} * plan.gemv_ctas_k);  // every CTA's warps
     const int64_t mt = plan::gemv_a_tiles(p.m);
     const bool tail_n = p.n % kColumns != 0, tail_k = p.k % kRowsPerStage != 0, tail_m = p.m < mt * 8;
 
@@ -77,7 +77,7 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
     emit_gemv_kernel_head(os, p, plan, name, "NB");
     os << R"(
   // this warp's stages [sg0, sg0 + count): STAGES - 1 in flight ahead of the one computed
-  const int sg0 = warp * PER_WARP;
+  const int sg0 = kw * PER_WARP;
   const int count = STEPS - sg0 < PER_WARP ? (STEPS - sg0 > 0 ? STEPS - sg0 : 0) : PER_WARP;
   Acc acc[4][MT][4];  // 16-column tile x 8-row tile of A
 #pragma unroll
@@ -127,8 +127,8 @@ __device__ __forceinline__ void load_stage(u32 st, const char* A, const char* B,
   }
 )";
     emit_gemv_warp_partials(os, "4");
-    emit_gemv_column_sums(os, "NB", tail_n);
-    set_decode_launch(out, p, kColumns, plan.threads());
+    emit_gemv_column_sums(os, plan, "NB", tail_n);
+    set_decode_launch(out, p, kColumns, plan.threads(), plan.gemv_ctas_k);
     out.waits_for_previous_grid = true;  // emit_gemv_kernel_head waits
     out.smem_bytes = std::max<int64_t>(plan.gemv_smem_bytes(p.m), int64_t{plan.gemv_warps} * mt * 8 * (kColumns + 4) * 4);
 }

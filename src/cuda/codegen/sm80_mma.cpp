@@ -732,7 +732,7 @@ void emit_skinny(std::ostringstream& os, const Problem& p, const CudaGemmPlan& p
 }
 )";
 
-    set_decode_launch(out, p, rows, threads);
+    set_decode_launch(out, p, rows, threads, 1);
     out.smem_bytes = 0;  // static shared memory only
     out.waits_for_previous_grid = true;  // emit_grid_dependency_wait at the kernel's start
 }

@@ -13,10 +13,11 @@
 namespace jitmm::cuda {
 
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
-constexpr int kSm80GeneratorVersion = 8;
+constexpr int kSm80GeneratorVersion = 9;
 
-// The kernel's parameters are (const void* a, const void* b, void* c, const void* bias); everything else
-// (shape, leading dimensions, strides, alpha/beta, epilogue) is baked in.
+// The kernel's parameters are (const void* a, const void* b, void* c, const void* bias), and for the gemv
+// kernels a fifth, void* ws (the workspace of plan.workspace_bytes, its counters zeroed, when K is split over
+// CTAs; else unused); everything else (shape, leading dimensions, strides, alpha/beta, epilogue) is baked in.
 GeneratedKernel generate_sm80_gemm(const Problem& p, const plan::CudaGemmPlan& plan);
 
 }  // namespace jitmm::cuda
