@@ -1015,6 +1015,20 @@ TEST_CASE("cuda: planner picks the family and operand paths the shape calls for"
         const Case short_k{8, 8, 512, 1, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};  // too short to split
         CHECK(jitmm::plan::plan_cuda_gemm(problem_of(short_k), h100).gemv_ctas_k == 1);
     }
+    // Thin shapes whose rows break 16 bytes: element loads, latency-bound, so four warps on 32 x 32 tiles with
+    // 128-byte K rows, each thread's next k-tile held in registers; aligned thin shapes keep 32 x 64.
+    {
+        const Case odd{17, 1023, 511, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+        const auto pe = jitmm::plan::plan_cuda_gemm(problem_of(odd), h100);
+        CHECK((pe.family == CudaKernelFamily::tiled && pe.a_path == OperandPath::scalar));
+        CHECK((pe.bm == 32 && pe.bn == 32 && pe.threads() == 128 && pe.bk * 2 == 128));
+        CHECK(jitmm::cuda::generate_sm80_gemm(problem_of(odd), pe).source.find("element loads through registers") !=
+              std::string::npos);
+        Case even = odd;
+        even.n = 1024, even.k = 512;
+        const auto pa = jitmm::plan::plan_cuda_gemm(problem_of(even), h100);
+        CHECK((pa.a_path == OperandPath::cp_async && pa.bm == 32 && pa.bn == 64));
+    }
 
     const Case big{4096, 4096, 4096, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F16};
     const auto pb = jitmm::plan::plan_cuda_gemm(problem_of(big), h100);
@@ -1203,6 +1217,19 @@ TEST_CASE("cuda: batches, broadcast B, padded and misaligned leading dims, misal
         Case odd{100, 120, 140, 1, true, false, d.in, d.out};
         odd.lda_pad = 1, odd.ldb_pad = 3, odd.ldc_pad = 1;  // breaks 16-byte alignment: the element paths
         cases.push_back(odd);
+        // Thin shapes with rows off 16 bytes: the tiled kernel's element loads held in registers, every layout
+        // of A and B, N and K tails, batches, an epilogue.
+        Case thin_odd{17, 1023, 511, 2, false, false, d.in, d.out};
+        thin_odd.ldc_pad = 3;
+        cases.push_back(thin_odd);
+        Case thin_odd_t{30, 99, 1001, 1, true, true, d.in, d.out};
+        thin_odd_t.lda_pad = 1, thin_odd_t.ldb_pad = 5;
+        if (d.out != JITMM_DTYPE_S32)
+            thin_odd_t.bias = BiasKind::per_column, thin_odd_t.act = Activation::gelu_tanh, thin_odd_t.beta = 0.5f;
+        cases.push_back(thin_odd_t);
+        Case thin_odd_nt{25, 333, 77, 1, false, true, d.in, d.out};
+        thin_odd_nt.lda_pad = 3, thin_odd_nt.ldb_pad = 1;
+        cases.push_back(thin_odd_nt);
         Case skinny_odd{5, 300, 257, 2, false, true, d.in, d.out};
         skinny_odd.lda_pad = 1, skinny_odd.ldb_pad = 1;  // decode with misaligned rows
         cases.push_back(skinny_odd);

@@ -39,6 +39,7 @@ struct TileCandidate {
     int bk_bytes;       // K per stage row, in bytes (64 or 128)
     int ctas_per_sm;    // resident CTAs the register and shared-memory budget allow
     double efficiency;  // fraction of the SM's mma.sync rate this tile shape sustains (rough, measured shapes)
+    bool elements_only = false;  // only for thin shapes with an operand read element by element (rows off 16 bytes)
 };
 
 // Efficiencies relative to 128x128 with 4 warps of 64x64, 128-byte K rows and two CTAs per SM (H100, bf16,
@@ -51,6 +52,10 @@ constexpr TileCandidate kTiles[] = {
     {128, 256, 2, 4, 3, 64, 1, 0.80},  {128, 128, 2, 4, 4, 64, 1, 0.85},  {64, 128, 2, 2, 4, 64, 3, 0.75},
     {64, 64, 2, 2, 4, 64, 4, 0.60},    {32, 64, 1, 2, 4, 64, 6, 0.40},    {16, 128, 1, 4, 4, 64, 6, 0.30},
     {16, 64, 1, 2, 4, 64, 8, 0.25},    {16, 32, 1, 2, 4, 64, 8, 0.20},
+    // Element loads are latency-bound: 4 warps on a 32 x 32 tile with 128-byte K rows keep 32 loads a thread
+    // in flight and halve the k-tiles (H100, bf16 17 x 1023 x 511 with odd leading dimensions, NN / NT:
+    // 47 / 47 us on 32 x 64 with 2 warps, 13.6 / 9.8 us on this; f16 30 x 999 x 1001 153 -> 28 us).
+    {32, 32, 2, 2, 4, 128, 8, 0.35, true},
 };
 
 // Estimated time of the grid: waves of (SMs x resident CTAs), each CTA's tile at the tile's efficiency. With
@@ -363,9 +368,11 @@ CudaGemmPlan plan_cuda_gemm(const Problem& p, const CudaTarget& target, bool ali
     const TileCandidate* best = nullptr;
     double best_time = 0;
     const bool thin = p.m <= 32;  // decode with B stored K x N: bound by streaming B, so CTAs count, not tiles
+    const bool element_loads = plan.a_path == OperandPath::scalar || plan.b_path == OperandPath::scalar;
     for (const TileCandidate& t : kTiles) {
         if (int64_t{t.stages} * (t.bm + t.bn) * t.bk_bytes > target.smem_per_block_optin) continue;
         if (staged && t.bm * t.bn / (t.warps_m * t.warps_n) > 64 * 32) continue;
+        if (t.elements_only && (!element_loads || !thin)) continue;  // measured on thin shapes only
         if (thin) {
             // The shortest tile that covers M, then the widest that still gives every SM a CTA.
             if (t.bm < std::min<int64_t>(p.m, 32) || t.bm > 32 || (p.m <= 16 && t.bm != 16)) continue;

@@ -29,6 +29,10 @@ int log2_exact(int64_t v) {
 
 const char* elem_type(int64_t bytes) { return bytes == 1 ? "u8" : bytes == 2 ? "u16" : "u32"; }
 
+// Element loads a thread may hold in registers for the next k-tile (both operands): a thin tile's 48 fit
+// beside its accumulators; a large tile's (the misaligned-pointer fallback: 64 for 128 x 128) would spill.
+constexpr int64_t kMaxElementRegisters = 48;
+
 // ---------------------------------------------------------------------------------------------------
 // Prelude: types and the PTX wrappers every kernel uses. No headers: NVRTC's builtins cover threadIdx,
 // __syncthreads, __shfl_xor_sync, uint4 and the math functions.
@@ -163,7 +167,7 @@ void emit_operand_layout(std::ostringstream& os, const Operand& o, int bk, int64
 
 // The global -> shared copy of one k-tile of one operand.
 void emit_operand_loader(std::ostringstream& os, const Operand& o, const Problem& p, const CudaGemmPlan& plan,
-                         int64_t e) {
+                         int64_t e, bool through_registers) {
     const std::string U = o.up();
     const bool tail_outer = o.extent % o.tile != 0;
     const bool tail_k = p.k % plan.bk != 0;
@@ -243,7 +247,7 @@ void emit_operand_loader(std::ostringstream& os, const Operand& o, const Problem
     const int64_t iters = ceil_div(units, threads);
     const std::string guard = units % threads != 0 ? "    if (u >= " + std::to_string(units) + ") break;\n" : "";
     // Element copies unroll by 4 only: fully unrolled, ptxas hoists every load and runs out of registers.
-    const std::string loop = std::string(vec ? "#pragma unroll\n" : "#pragma unroll 4\n") + "  for (int i = 0; i < " +
+    const std::string loop = std::string(through_registers ? "#pragma unroll\n" : "#pragma unroll 4\n") + "  for (int i = 0; i < " +
                              std::to_string(iters) + "; ++i) {\n    const int u = threadIdx.x + i * THREADS;\n" + guard;
 
     // M/N-major units: which k row and which unit along M/N. A warp takes 8 k rows x 4 units when the tile
@@ -301,16 +305,19 @@ void emit_operand_loader(std::ostringstream& os, const Operand& o, const Problem
                            ")val;\n";
     }
 
-    if (vec) {
-        // 16-byte loads into registers early (fetch), stored late (store): the load latency hides behind the mma.
-        os << "// 16-byte loads through registers: " << units << " units, " << iters << " per thread\n";
+    if (through_registers) {
+        // Loads into registers early (fetch), stored late (store): the load latency hides behind the mma, and
+        // every load of the tile is in flight at once.
+        const char* unit = vec ? "uint4" : "u32";
+        os << "// " << (vec ? "16-byte" : "element") << " loads through registers: " << units << " units, " << iters
+           << " per thread\n";
         os << "constexpr int " << U << "_IT = " << iters << ";\n";
-        os << "__device__ __forceinline__ void " << o.tag << "_fetch(uint4 (&r)[" << U
+        os << "__device__ __forceinline__ void " << o.tag << "_fetch(" << unit << " (&r)[" << U
            << "_IT], const char* g, int o0, int k0) {\n"
            << loop << where << "    r[i] = " << load << ";\n  }\n}\n";
-        os << "__device__ __forceinline__ void " << o.tag << "_store(unsigned char* s, const uint4 (&r)[" << U
+        os << "__device__ __forceinline__ void " << o.tag << "_store(unsigned char* s, const " << unit << " (&r)[" << U
            << "_IT]) {\n"
-           << loop << "    const uint4 val = r[i];\n" << place << "  }\n}\n";
+           << loop << "    const " << unit << " val = r[i];\n" << place << "  }\n}\n";
     } else {
         // Element loads straight into shared memory: the slow path for misaligned operands, no registers held.
         os << "// element copies: " << units << " elements, " << iters << " per thread\n";
@@ -341,10 +348,22 @@ void emit_tiled(std::ostringstream& os, const Problem& p, const CudaGemmPlan& pl
     os << "constexpr int KT = " << ceil_div(p.k, plan.bk) << ", TILES_M = " << tiles_m << ", TILES_N = " << tiles_n
        << ", GROUP_M = " << plan.group_m << ";\n";
 
+    // Operands that are not copied by cp.async go through registers (the next k-tile's loads issued before
+    // this one's mma): always for 16-byte vectors; for element loads while their registers stay few (thin
+    // tiles: 17 x 1023 x 511 bf16 with odd leading dimensions took 3 us a k-tile on an H100 when each thread's
+    // 48 element loads went out four at a time, each group waiting for the last).
+    const bool a_vec = a.path == OperandPath::vector, b_vec = b.path == OperandPath::vector;
+    auto per_thread = [&](const Operand& o) { return ceil_div(int64_t{o.tile} * plan.bk, threads); };
+    const int64_t element_regs = (a.path == OperandPath::scalar ? per_thread(a) : 0) +
+                                 (b.path == OperandPath::scalar ? per_thread(b) : 0);
+    const bool elements_in_registers = element_regs <= kMaxElementRegisters;
+    const bool a_regs = a_vec || (a.path == OperandPath::scalar && elements_in_registers);
+    const bool b_regs = b_vec || (b.path == OperandPath::scalar && elements_in_registers);
+
     emit_operand_layout(os, a, plan.bk, e);
-    emit_operand_loader(os, a, p, plan, e);
+    emit_operand_loader(os, a, p, plan, e, a_regs);
     emit_operand_layout(os, b, plan.bk, e);
-    emit_operand_loader(os, b, p, plan, e);
+    emit_operand_loader(os, b, p, plan, e, b_regs);
 
     const bool a_async = a.path == OperandPath::cp_async, b_async = b.path == OperandPath::cp_async;
     auto load_stage = [&](const std::string& stage, const std::string& k0, const std::string& indent) {
@@ -416,9 +435,8 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0;
 )";
-    const bool a_vec = a.path == OperandPath::vector, b_vec = b.path == OperandPath::vector;
-    if (a_vec) os << "  uint4 a_regs[A_IT];\n";
-    if (b_vec) os << "  uint4 b_regs[B_IT];\n";
+    if (a_regs) os << "  " << (a_vec ? "uint4" : "u32") << " a_regs[A_IT];\n";
+    if (b_regs) os << "  " << (b_vec ? "uint4" : "u32") << " b_regs[B_IT];\n";
 
     // Prologue: the first k-tiles in flight. The cp.async loop refills a slot as soon as the fragments of its
     // tile are loaded, so every slot holds a tile in flight; the staged loop keeps one slot for the tile it
@@ -428,10 +446,10 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
     os << "#pragma unroll\n  for (int s = 0; s < " << (all_async ? "STAGES" : "STAGES - 1")
        << "; ++s) {\n    if (s < KT) {\n";
     os << load_stage("s", "s * BK", "      ");
-    if (a_vec) os << "      a_fetch(a_regs, A, m0, s * BK);\n      a_store(smem_a + s * A_STAGE_BYTES, a_regs);\n";
-    if (b_vec) os << "      b_fetch(b_regs, B, n0, s * BK);\n      b_store(smem_b + s * B_STAGE_BYTES, b_regs);\n";
-    if (!a_async && !a_vec) os << "      a_copy(smem_a + s * A_STAGE_BYTES, A, m0, s * BK);\n";
-    if (!b_async && !b_vec) os << "      b_copy(smem_b + s * B_STAGE_BYTES, B, n0, s * BK);\n";
+    if (a_regs) os << "      a_fetch(a_regs, A, m0, s * BK);\n      a_store(smem_a + s * A_STAGE_BYTES, a_regs);\n";
+    if (b_regs) os << "      b_fetch(b_regs, B, n0, s * BK);\n      b_store(smem_b + s * B_STAGE_BYTES, b_regs);\n";
+    if (!a_async && !a_regs) os << "      a_copy(smem_a + s * A_STAGE_BYTES, A, m0, s * BK);\n";
+    if (!b_async && !b_regs) os << "      b_copy(smem_b + s * B_STAGE_BYTES, B, n0, s * BK);\n";
     os << "    }\n    cp_async_commit();\n  }\n";
 
     if (all_async) {
@@ -498,8 +516,8 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
     if (pf < KT) {
 )";
         os << load_stage("pf_slot", "pf * BK", "      ");
-        if (a_vec) os << "      a_fetch(a_regs, A, m0, pf * BK);\n";
-        if (b_vec) os << "      b_fetch(b_regs, B, n0, pf * BK);\n";
+        if (a_regs) os << "      a_fetch(a_regs, A, m0, pf * BK);\n";
+        if (b_regs) os << "      b_fetch(b_regs, B, n0, pf * BK);\n";
         os << R"(    }
     cp_async_commit();
     const int slot = kt % STAGES;
@@ -518,10 +536,10 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MI][4], u32 (&bf)[NI][2
 )";
         // The slot pf_slot was freed by k-tile kt-1 (everyone passed this iteration's barrier).
         os << "    if (pf < KT) {\n";
-        if (a_vec) os << "      a_store(smem_a + pf_slot * A_STAGE_BYTES, a_regs);\n";
-        if (b_vec) os << "      b_store(smem_b + pf_slot * B_STAGE_BYTES, b_regs);\n";
-        if (!a_async && !a_vec) os << "      a_copy(smem_a + pf_slot * A_STAGE_BYTES, A, m0, pf * BK);\n";
-        if (!b_async && !b_vec) os << "      b_copy(smem_b + pf_slot * B_STAGE_BYTES, B, n0, pf * BK);\n";
+        if (a_regs) os << "      a_store(smem_a + pf_slot * A_STAGE_BYTES, a_regs);\n";
+        if (b_regs) os << "      b_store(smem_b + pf_slot * B_STAGE_BYTES, b_regs);\n";
+        if (!a_async && !a_regs) os << "      a_copy(smem_a + pf_slot * A_STAGE_BYTES, A, m0, pf * BK);\n";
+        if (!b_async && !b_regs) os << "      b_copy(smem_b + pf_slot * B_STAGE_BYTES, B, n0, pf * BK);\n";
         os << "    }\n  }\n";
     }
 
