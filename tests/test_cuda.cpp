@@ -1592,6 +1592,31 @@ TEST_CASE("cuda sm90: split K against float64", "[cuda]") {
     for (const std::string& c : jitmm::plan::sm90_tune_candidates(problem_of(llm), h100))
         offered = offered || std::count(c.begin(), c.end(), 'x') == 4;
     CHECK(offered);
+    // By default only where even 64 x 64 tiles leave three quarters of the SMs idle over at least 64 k-blocks.
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(Case{64, 64, 4096, 1, false, false, JITMM_DTYPE_BF16,
+                                                      JITMM_DTYPE_BF16}), h100).split_k > 1);
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(Case{49, 512, 4608, 1, false, false, JITMM_DTYPE_BF16,
+                                                      JITMM_DTYPE_BF16}), h100).split_k > 1);
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(Case{196, 256, 2304, 1, false, false, JITMM_DTYPE_BF16,
+                                                      JITMM_DTYPE_BF16}), h100).split_k == 1);
+    {
+        // The planner's own splits, run: few tiles, tails, an epilogue, the caller's workspace.
+        std::vector<Case> planned;
+        Case square{64, 64, 4096, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+        square.want_generator = kSm90;
+        square.run_twice = true;
+        planned.push_back(square);
+        Case few_rows{49, 512, 4608, 1, false, false, JITMM_DTYPE_F16, JITMM_DTYPE_F32};
+        few_rows.beta = 0.5f, few_rows.bias = BiasKind::per_column, few_rows.act = Activation::gelu_erf;
+        few_rows.want_generator = kSm90;
+        few_rows.caller_workspace = true;
+        planned.push_back(few_rows);
+        Case tails_t{70, 100, 5000, 2, true, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+        tails_t.lda_pad = 2, tails_t.ldb_pad = 4;
+        tails_t.want_generator = kSm90;
+        planned.push_back(tails_t);
+        run_cases(planned);
+    }
     std::vector<Case> cases;
     Case tails{100, 1000, 3000, 2, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     tails.alpha = 0.5f, tails.beta = 1.0f, tails.bias = BiasKind::per_column, tails.act = Activation::gelu_tanh;
