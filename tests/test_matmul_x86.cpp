@@ -297,7 +297,7 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
         INFO("tier " << tier.name);
         jitmm_engine* e = make_engine(tier.name, 2);
         int it = 0;
-        for (int64_t m : {1, 2, 3, 4, 5, 9, 16}) {
+        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 9, 16}) {
             for (int64_t k : {1, 7, 16, 33, 200}) {
                 Case c;
                 c.m = m;
@@ -316,7 +316,30 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
                 ++it;
             }
         }
+        // Bt larger than L2 (its rows prefetched ahead), read by one tile as tall as M (5 to 7 rows).
+        for (int64_t m : {5, 6, 7}) {
+            Case c;
+            c.m = m;
+            c.n = 700 + m;
+            c.k = 1031;
+            c.tb = true;
+            c.ldb_pad = 5;
+            c.ldc_pad = m;
+            c.beta = 0.5f;
+            c.epilogue = m == 6 ? JITMM_EPILOGUE_BIAS_GELU_ERF : JITMM_EPILOGUE_BIAS;
+            check_case(e, c, rng);
+        }
         jitmm_engine_destroy(e);
+    }
+    // The plan: one tile as tall as M up to 7 rows (AVX-512), the least-waste tile past that.
+    jitmm::Problem p;
+    p.n = 4096; p.k = 4096; p.trans_b = true; p.lda = 4096; p.ldb = 4096; p.ldc = 4096;
+    for (int64_t m : {1, 3, 5, 6, 7, 8, 12}) {
+        p.m = m;
+        const auto dot = jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 1);
+        if (m <= 7) CHECK(dot.layout.mr == m);
+        else CHECK(dot.layout.mr == 4);
+        CHECK(dot.layout.b_prefetch_bytes == (m <= 7 ? 2048 : 0));
     }
 }
 

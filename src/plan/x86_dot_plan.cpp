@@ -18,11 +18,16 @@ constexpr int kDotPrefetchBytes = 2048;
 
 struct DotTile {
     int mr, nj;
+    bool covering_only = false;  // taken only where its rows cover all of M
 };
 
 // Few rows: wide tiles amortize each A load over many B rows. More rows: square-ish tiles balance the A
-// and B loads per FMA.
-constexpr DotTile kAvx512DotTiles[] = {{1, 24}, {2, 12}, {3, 8}, {4, 6}};
+// and B loads per FMA. Up to 7 rows, one tile as tall as M reads each Bt row once: rows split over several
+// tiles re-read Bt from L2 per tile, which cost more than the A loads a tall tile adds (1 thread, median us,
+// two alternated rounds, NT: 7x4096x4096 7430-7560 on 1x24 -> 5060-5190 on 7x3; 5x4096x4096 6470-6700 on 1x24
+// -> 4490-4670 on 5x5; 6x1000x2048 669 -> 602-619 on 6x4; 7x256x256 9.0 -> 6.9-7.0; 7x64x64 even). Past 8
+// rows no tall tile fits the registers, and the 7x3 or 6x4 halves measured even or slower (16x4096x4096).
+constexpr DotTile kAvx512DotTiles[] = {{1, 24}, {2, 12}, {3, 8}, {4, 6}, {5, 5, true}, {6, 4, true}, {7, 3, true}};
 constexpr DotTile kAvx2DotTiles[] = {{1, 10}, {2, 5}, {3, 3}};
 
 }  // namespace
@@ -43,21 +48,35 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     auto& L = plan.layout;
     const bool avx512 = isa >= hw::X86Isa::avx512;
     L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
-    // The tile whose rows cover M with the least waste; ties go to the wider tile (fewer A reloads).
+    // One tile as tall as M where one fits, the shortest; else the tile whose rows cover M with the least
+    // waste, ties to the wider tile (fewer A reloads).
     DotTile best{0, 0};
     int64_t best_waste = 0;
+    bool best_covers = false;
     for (DotTile t : avx512 ? std::vector<DotTile>(std::begin(kAvx512DotTiles), std::end(kAvx512DotTiles))
                             : std::vector<DotTile>(std::begin(kAvx2DotTiles), std::end(kAvx2DotTiles))) {
         if (!x86::dot_tile_fits(L.isa, t.mr, t.nj)) continue;
         if (int64_t(t.nj) * p.ldb * 4 >= (int64_t(1) << 31) || int64_t(t.mr) * p.lda * 4 >= (int64_t(1) << 31))
             continue;
+        const bool covers = t.mr >= p.m;
+        if (t.covering_only && !covers) continue;
         const int64_t waste = ceil_div(p.m, t.mr) * t.mr - p.m;
-        if (best.mr == 0 || waste < best_waste || (waste == best_waste && t.mr > best.mr)) {
+        const bool better = covers != best_covers ? covers
+                                                  : waste < best_waste || (waste == best_waste && t.mr > best.mr);
+        if (best.mr == 0 || better) {
             best = t;
             best_waste = waste;
+            best_covers = covers;
         }
     }
     if (best.mr == 0) best = DotTile{1, 1};
+    // JITMM_X86_DOT_TILE=MRxNJ (tuning knob): force the tile where it fits the registers.
+    if (const char* v = std::getenv("JITMM_X86_DOT_TILE")) {
+        DotTile forced{0, 0};
+        if (std::sscanf(v, "%dx%d", &forced.mr, &forced.nj) == 2 && forced.mr >= 1 && forced.nj >= 1 &&
+            x86::dot_tile_fits(L.isa, forced.mr, forced.nj))
+            best = forced;
+    }
     L.mr = best.mr;
     L.nj = best.nj;
     L.k = p.k;
