@@ -1199,6 +1199,65 @@ TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks 
     }
 }
 
+TEST_CASE("x86 lowp: long K with few columns (A read in place past L1, narrow B packed in long slices)",
+          "[x86][lowp]") {
+    // A tile larger than L1 (4 KB K blocks) is read in place whatever its stride, also a power of two; a narrow
+    // row-major B (rows of 64-128 bytes) is packed in slices of many rows, with a K tail inside the last k group
+    // and ld pads. Both B packers, AMX and VNNI tiers (the latter with the s8 A's column sums), 1 and 2 threads.
+    std::mt19937 rng(64064);
+    for (const char* vbmi : {"1", "0"}) {
+        EnvGuard knob("JITMM_X86_PACK_VBMI", vbmi);
+        for (const char* tier : {"amx", "avx512_vnni"}) {
+            if (std::string(tier) == "amx" && jitmm::hw::cpu_info().best_isa < X86Isa::amx) continue;
+            if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) continue;
+            for (int threads : {1, 2}) {
+                INFO("vbmi " << vbmi << " tier " << tier << " threads " << threads);
+                EngineGuard e{make_engine(tier, threads)};
+                int it = 0;
+                for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+                    const bool int8 = t != JITMM_DTYPE_BF16;
+                    const int64_t esz = int8 ? 1 : 2;
+                    for (int s = 0; s < 4; ++s, ++it) {
+                        Case c;
+                        c.a = t;
+                        c.b = int8 ? JITMM_DTYPE_S8 : t;
+                        c.c = int8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+                        c.m = std::vector<int64_t>{64, 100, 33, 160}[s];
+                        c.n = std::vector<int64_t>{64 / esz, 16, 45, 128 / esz}[s];
+                        c.k = std::vector<int64_t>{4096, 4096 + 6, 2 * 4096 + 64, 4096 + 2}[s] / esz;
+                        c.lda_pad = s == 2 ? 64 / esz : 0;   // stays 64-byte aligned: in place
+                        c.ldb_pad = s == 1 ? 3 : s == 3 ? 16 : 0;
+                        c.ldc_pad = s % 2 ? 5 : 0;
+                        c.zero_point = c.a == JITMM_DTYPE_U8 && s == 1 ? 77 : 0;
+                        check_case(e.e, c, rng);
+                    }
+                }
+            }
+        }
+    }
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) return;
+    EngineGuard e{make_engine("amx", 1)};
+    auto recipe_of = [&](int64_t m, int64_t n, int64_t k, jitmm_dtype t) {
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = m; d.n = n; d.k = k;
+        d.a_type = d.b_type = t;
+        d.c_type = t == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+        jitmm_kernel* kernel = nullptr;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        jitmm_kernel_get_info(kernel, &info);
+        std::string r = info.recipe;
+        jitmm_kernel_release(kernel);
+        return r;
+    };
+    // 4 KB rows: the 128 KB A tile streams from L2 anyway, so it is read in place (no copy).
+    CHECK(recipe_of(64, 64, 4096, JITMM_DTYPE_S8).find("directA") != std::string::npos);
+    CHECK(recipe_of(4096, 16, 4096, JITMM_DTYPE_S8).find("directA") != std::string::npos);
+    CHECK(recipe_of(64, 64, 2048, JITMM_DTYPE_BF16).find("directA") != std::string::npos);
+}
+
 TEST_CASE("x86 lowp AVX-VNNI: the avx2 tier runs VEX vpdpbusd on ymm, exactly", "[x86][lowp]") {
     if (!jitmm::hw::cpu_info().avx_vnni || jitmm::hw::cpu_info().best_isa < X86Isa::avx2) {
         WARN("SKIPPED: no AVX-VNNI on this CPU (the avx2 tier widens int8 to s16 there)");

@@ -506,10 +506,17 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
     // rows one line apart, which spreads them over every set; a stride that already spreads them (short rows,
     // e.g. 256 bf16 columns: 4 lines per set) is read in place and saves the copy (13% of a 256^3 call).
+    // A tile larger than L1 (4 KB K blocks: 128 KB) streams from L2 whatever its stride, so the set test does
+    // not apply; where all of N is one N block, each packed panel would serve just that block's few column
+    // panels and the copy is pure cost. 1 thread, median us of alternated runs, packed -> in place: s8
+    // 64x64x4096 27.6 -> 21.4, s8 4096x16x4096 1829 -> 1155, bf16 64x64x4096 57.3 -> 42.6, s8 1024x256x4096
+    // 1125 -> 1028, bf16 1024x128x2048 751 -> 593. Past one N block the kept panels serve them all, and in place
+    // measured 2048x4096x4096 NT bf16 69.3 -> 74.2 ms (s8 and 2048x2048x4096 s8 even).
     const char* forced_in_place = std::getenv("JITMM_X86_LOWP_A_IN_PLACE");  // 1: skip the set test (measurements)
+    const bool a_tile_streams = int64_t(L.mr) * plan.kc * esz > l1 && p.n <= plan.nc;
     if (amx && !amx_short_k &&
         (a_row_bytes % 64 != 0 ||
-         ((forced_in_place == nullptr || forced_in_place[0] != '1') &&
+         ((forced_in_place == nullptr || forced_in_place[0] != '1') && !a_tile_streams &&
           a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet)))
         plan.pack_a = true;
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall

@@ -177,6 +177,9 @@ void pack_a_as(const void* a_any, int64_t lda, bool trans_a, int64_t i0, int row
 // hardware prefetchers stop, and a slice reads 16 rows at once (measured 3.5 GB/s from DRAM without, for a
 // 4096 x 11008 int8 B).
 constexpr int64_t kPrefetchRows = 16;
+// A slice of row-major B packed for every panel before the next (pack_b_fast): at least kPrefetchRows rows, and
+// for short rows as many as fill this many bytes, which stay in L1 while each panel takes its columns.
+constexpr int64_t kSliceBytes = 8 * 1024;
 
 // Sums of each dword's four int8 values, for the column sums: u8 x 1 (unsigned first) or 1 x s8.
 __attribute__((target("avx2"))) inline __m256i quad_sums(__m256i x, bool is_signed) {
@@ -497,8 +500,11 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
         // A B that fits in L1 (the tiny calls) goes panel by panel over all of K: one packer call per panel
         // instead of one per slice (64^3 int8: 2 calls, not 8), and without the prefetches of rows a slice
         // ahead (1 thread, TSC per C API call: 64^3 s8 805-860 -> 751-808, bf16 1264-1297 -> 1147-1168).
+        // Short rows (a narrow B) take slices of kSliceBytes instead: at 16 rows a slice is a few lines, and
+        // the packer calls cost more than the packing (64x64x4096 s8: 512 calls of 4 groups, ~45% of the call).
         const bool tiny = k_len * width * esz <= 32 * 1024;
-        const int64_t kSlice = tiny ? groups : std::max(1, 16 / g);
+        const int64_t slice_rows = std::max<int64_t>(16, kSliceBytes / (ldb * esz));
+        const int64_t kSlice = tiny ? groups : std::max<int64_t>(1, slice_rows / g);
         for (int64_t s0 = 0; s0 < groups; s0 += kSlice) {
             const int64_t slice = std::min(kSlice, groups - s0);
             for (int64_t p = 0; p < ceil_div(width, nr); ++p) {
