@@ -871,6 +871,12 @@ TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and T
         CHECK(std::string(e.what()).find("more K ranges") != std::string::npos);
     }
     CHECK(jitmm::plan::plan_sm90_gemm(problem_of(short_k), h100, "sm90:128x128x4x1x4").split_k == 4);
+    // B stored K x N comes in 64-column boxes: narrower tiles are refused (they would wait forever), a K-major
+    // B takes them.
+    Case narrow{8192, 8, 8192, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
+    CHECK_THROWS_AS(jitmm::plan::plan_sm90_gemm(problem_of(narrow), h100, "sm90:64x16x12"), jitmm::Error);
+    narrow.tb = true;
+    CHECK(jitmm::plan::plan_sm90_gemm(problem_of(narrow), h100, "sm90:64x16x12").bn == 16);
     // A long K with B stored K x N: a fourth stage, paid for with a narrower shared C tile.
     Case long_nn{8192, 8192, 8192, 1, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16};
     // bias+GELU over a short K: ping-pong consumers (the epilogue under the other's main loop); over a long K

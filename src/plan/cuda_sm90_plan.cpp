@@ -171,6 +171,11 @@ bool apply_choice(Sm90GemmPlan& plan, const Problem& p, const CudaTarget& target
     if (!tile_fits_block_scales(p, bn))
         fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text +
                                              ": per-block scales take BN 64 or 128 (one scale block of B per tile)");
+    // B stored N-major arrives in boxes 64 columns wide: a narrower tile would take more bytes than its stage
+    // holds and its barrier would wait forever (H100: sm90:64x16x12 on 8192x8x8192 NN hung).
+    if (!plan.b_k_major && bn % 64 != 0)
+        fail(JITMM_STATUS_INVALID_VALUE, std::string("sm90 recipe ") + text +
+                                             ": B stored K x N takes BN in multiples of 64 (its 64-column boxes)");
     plan.pingpong = false;
     plan.bm = bm;
     plan.consumers = bm / 64;
