@@ -716,6 +716,36 @@ TEST_CASE("parallel: ThreadPool and ParallelRunner cover every index exactly onc
     }
 }
 
+// A job of n tasks is run by the caller and workers 1 .. n - 1 only: the others never touch it (a small call
+// on a many-thread engine does not wait for every worker). Over many jobs of 2 tasks, only two threads ever
+// run them (any idle worker could otherwise take one); job sizes alternate, so workers left out of one job
+// still join the next.
+TEST_CASE("parallel: a job of few tasks runs on as many threads, the next larger one on more", "[parallel]") {
+    jitmm::ThreadPool pool(8);
+    std::mutex m;
+    std::map<int64_t, std::set<std::thread::id>> ids_by_size;
+    for (int rep = 0; rep < 300; ++rep) {
+        const int64_t n = rep % 3 == 0 ? 2 : rep % 3 == 1 ? 40 : 5;
+        std::vector<std::atomic<int>> count(static_cast<size_t>(n));
+        for (auto& c : count) c.store(0);
+        pool.parallel_for(n, [&](int64_t i) {
+            count[size_t(i)].fetch_add(1);
+            {
+                std::lock_guard<std::mutex> lock(m);
+                ids_by_size[n].insert(std::this_thread::get_id());
+            }
+            // Long enough that idle workers would get to the job's remaining tasks if they could take them.
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        });
+        int64_t wrong = 0;
+        for (auto& c : count) wrong += c.load() != 1;
+        REQUIRE(wrong == 0);
+    }
+    CHECK(ids_by_size[2].size() <= 2);
+    CHECK(ids_by_size[5].size() <= 5);
+    CHECK(ids_by_size[40].size() <= 8);
+}
+
 TEST_CASE("parallel: a second parallel_for while the pool is busy runs inline and completes", "[parallel]") {
     jitmm::ThreadPool pool(4);
     constexpr int64_t kFirst = 64, kSecond = 50;

@@ -18,7 +18,7 @@ void spin_until(Done done) {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
-    for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -37,13 +37,22 @@ void ThreadPool::drain(const TaskFn& fn, int64_t n) {
     }
 }
 
-void ThreadPool::worker_loop() {
+// Worker `index` (1 .. threads - 1) joins a job of n tasks only if n > index: the caller and workers 1 .. n - 1
+// are enough. A worker left out never touches the job's state, so the caller neither waits for it nor shares
+// the state mutex with it (16 workers all passing through it twice made every small call of a 16-thread
+// engine pay for all of them, however few tasks it had).
+void ThreadPool::worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
         const TaskFn* job;
         int64_t n;
         // Kernels tend to come back to back (one per layer).
         spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+        if (const uint64_t now = generation_.load(std::memory_order_acquire);
+            now != seen && job_size_.load(std::memory_order_acquire) <= index) {
+            seen = now;  // a newer job than `now` changes generation_ again, and is looked at then
+            continue;
+        }
         {
             std::unique_lock<std::mutex> lock(state_mutex_);
             wake_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
@@ -51,7 +60,7 @@ void ThreadPool::worker_loop() {
             seen = generation_;
             job = job_;
             n = job_size_;
-            if (job == nullptr) continue;  // woke after that job had already completed
+            if (job == nullptr || n <= index) continue;  // woke after that job had completed, or not needed
             ++workers_active_;
         }
         drain(*job, n);

@@ -29,7 +29,7 @@ public:
     void parallel_for(int64_t n, const TaskFn& fn);
 
 private:
-    void worker_loop();
+    void worker_loop(int index);
     void drain(const TaskFn& fn, int64_t n);
 
     std::vector<std::thread> workers_;
@@ -37,7 +37,7 @@ private:
     std::mutex state_mutex_;
     std::condition_variable wake_cv_, done_cv_;
     const TaskFn* job_ = nullptr;
-    int64_t job_size_ = 0;
+    std::atomic<int64_t> job_size_{0};     // written under state_mutex_ before generation_; read by spinning workers
     std::atomic<uint64_t> generation_{0};  // written under state_mutex_, read by spinning workers too
     std::atomic<int64_t> next_task_{0};
     std::atomic<int64_t> tasks_done_{0};
