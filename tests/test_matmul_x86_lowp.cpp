@@ -2003,7 +2003,11 @@ namespace {
 // different thread counts must give the same bits (threads split N and M, never K).
 std::vector<uint8_t> run_for_bits(jitmm_engine* e, const jitmm_matmul_desc& d, uint32_t seed) {
     std::mt19937 rng(seed);
-    Buffer a(d.a_type, size_t(d.m * d.k)), b(d.b_type, size_t(d.k * d.n)), c(d.c_type, size_t(d.m * d.n));
+    // Tight matrices; batches (batch_count > 1) at the desc's strides.
+    const int64_t batches = d.batch_count;
+    const auto size = [&](int64_t stride, int64_t one) { return size_t(batches > 1 ? stride * (batches - 1) + one : one); };
+    Buffer a(d.a_type, size(d.stride_a, d.m * d.k)), b(d.b_type, size(d.stride_b, d.k * d.n)),
+        c(d.c_type, size(d.stride_c, d.m * d.n));
     fill_random(a, rng);
     fill_random(b, rng);
     std::memset(c.data(), 0xff, c.bytes.size());
@@ -2069,6 +2073,63 @@ TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 thread
                 d.trans_b = s.tb;
                 d.trans_a = s.ta;
                 const uint32_t seed = 100 + it;
+                const auto ref = run_for_bits(one.e, d, seed);
+                CHECK(run_for_bits(e.e, d, seed) == ref);
+                CHECK(run_for_bits(e.e, d, seed) == ref);
+                ++it;
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp: small batched problems spread over 2-4 threads, exact and bit-identical to one thread",
+          "[x86][lowp]") {
+    // Batches too small to split go whole to the threads (a contiguous run of batches each): attention-sized
+    // and odd shapes, every layout, shared B, int8 exact and 16-bit within bounds, at every tier.
+    std::mt19937 rng(7009);
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32}};
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    const Shape shapes[] = {{128, 64, 128, 12, false, false}, {128, 128, 64, 12, false, true},
+                            {64, 64, 64, 8, false, false},    {32, 32, 64, 33, false, true},
+                            {33, 17, 65, 7, true, false},     {70, 45, 100, 5, true, true},
+                            {64, 64, 32, 12, false, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard one{make_engine(tier.name, 1)};
+        for (int threads : {2, 3, 4}) {
+            INFO("tier " << tier.name << " threads " << threads);
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                const auto& in = ins[(it + threads) % 3];
+                Case c;
+                c.a = in[0];
+                c.b = in[1];
+                c.c = in[2];
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = s.tb;
+                c.share_b = it % 3 == 2;
+                c.lda_pad = it % 2;
+                check_case(e.e, c, rng);
+                jitmm_matmul_desc d;
+                jitmm_matmul_desc_init(&d);
+                d.m = s.m; d.n = s.n; d.k = s.k;
+                d.a_type = in[0]; d.b_type = in[1]; d.c_type = in[2];
+                d.trans_a = s.ta;
+                d.trans_b = s.tb;
+                d.batch_count = s.batch;
+                d.stride_a = s.m * s.k;
+                d.stride_b = c.share_b ? 0 : s.k * s.n;
+                d.stride_c = s.m * s.n;
+                const uint32_t seed = 200 + it;
                 const auto ref = run_for_bits(one.e, d, seed);
                 CHECK(run_for_bits(e.e, d, seed) == ref);
                 CHECK(run_for_bits(e.e, d, seed) == ref);
