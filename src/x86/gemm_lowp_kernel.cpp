@@ -261,16 +261,10 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
-    } else if (tasks > plan_.threads) {
-        // More tasks than threads (batches): each thread takes a contiguous run of them, so that a batch's A, B
-        // and C stay with one core from call to call. Handed out one by one, the batches of back-to-back calls
-        // moved between the cores' caches (2 threads, 128x64x128 x 12 s8: 14.3 us, 12.8 on one thread, 8.8 so).
-        const int64_t runs = plan_.threads;
-        runner_->parallel_for(runs, [&](int64_t r) {
-            for (int64_t t = tasks * r / runs; t < tasks * (r + 1) / runs; ++t) task(t);
-        });
     } else {
-        runner_->parallel_for(tasks, task);
+        // More tasks than threads (batches): a contiguous run of them per thread (2 threads, 128x64x128 x 12 s8:
+        // 14.3 us handed out one by one, 12.8 on one thread, 8.8 in runs).
+        runner_->parallel_for_in_runs(tasks, plan_.threads, task);
     }
 }
 
