@@ -2005,7 +2005,9 @@ std::vector<uint8_t> run_for_bits(jitmm_engine* e, const jitmm_matmul_desc& d, u
     std::mt19937 rng(seed);
     // Tight matrices; batches (batch_count > 1) at the desc's strides.
     const int64_t batches = d.batch_count;
-    const auto size = [&](int64_t stride, int64_t one) { return size_t(batches > 1 ? stride * (batches - 1) + one : one); };
+    const auto size = [&](int64_t stride, int64_t one) {
+        return size_t(batches > 1 ? stride * (batches - 1) + one : one);
+    };
     Buffer a(d.a_type, size(d.stride_a, d.m * d.k)), b(d.b_type, size(d.stride_b, d.k * d.n)),
         c(d.c_type, size(d.stride_c, d.m * d.n));
     fill_random(a, rng);
