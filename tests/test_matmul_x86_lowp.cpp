@@ -1199,6 +1199,94 @@ TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks 
     }
 }
 
+TEST_CASE("x86 lowp: a transposed A packs into the panels element by element would give", "[x86][lowp]") {
+    // A stored K x M packed for the steps that read A as stored (the vector transpose where the chip has
+    // AVX-512 BW, else the scalar loop): row counts around the 8- and 16-row blocks, K tails inside and past a
+    // 64-byte vector, zero padding up to k_padded, ld > width, offsets i0 and k0, an s8 A shifted for VNNI.
+    // Panel bytes past each row's k_padded and rows past `rows` must stay as they were.
+    using jitmm::plan::LowpStep;
+    struct Step {
+        LowpStep step;
+        jitmm_dtype type;
+        uint8_t flip;
+    };
+    const Step steps[] = {{LowpStep::amx_int8, JITMM_DTYPE_S8, 0},    {LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80},
+                          {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},   {LowpStep::amx_bf16, JITMM_DTYPE_BF16, 0},
+                          {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}};
+    const int row_counts[] = {1, 5, 8, 9, 15, 16, 17, 31, 32};
+    const int64_t k_lens[] = {1, 2, 7, 31, 32, 33, 64, 65, 100, 130};
+    std::mt19937 rng(7007);
+    std::uniform_int_distribution<int> byte(0, 255);
+    int it = 0;
+    for (const Step& st : steps) {
+        const int64_t esz = type_size(st.type);
+        const int64_t group = jitmm::plan::step_group(st.step);
+        for (int rows : row_counts) {
+            for (int64_t k_len : k_lens) {
+                ++it;
+                const int64_t i0 = it % 3, k0 = it % 5;
+                const int64_t lda = i0 + rows + (it % 4 == 0 ? 0 : 1 + it % 9);
+                const int64_t vector_k = 64 / esz;
+                const int64_t k_padded = it % 2 ? (k_len + group - 1) / group * group
+                                                : (k_len + vector_k - 1) / vector_k * vector_k;
+                const int64_t panel_ld = k_padded + (it % 3 == 1 ? 8 : 0);
+                INFO("step " << int(st.step) << " rows " << rows << " k_len " << k_len << " i0 " << i0 << " k0 "
+                             << k0 << " lda " << lda << " k_padded " << k_padded << " panel_ld " << panel_ld);
+                std::vector<uint8_t> a(size_t((k0 + k_len) * lda * esz));
+                for (auto& v : a) v = static_cast<uint8_t>(byte(rng));
+                const int panel_rows = rows + 2;
+                std::vector<uint8_t> panel(size_t(panel_rows * panel_ld * esz), 0xa5);
+                jitmm::x86::pack_a_lowp(st.step, st.type, a.data(), lda, true, i0, rows, k0, k_len, k_padded,
+                                        panel_ld, panel.data());
+                int64_t wrong = 0;
+                for (int64_t r = 0; r < panel_rows; ++r)
+                    for (int64_t k = 0; k < panel_ld; ++k)
+                        for (int64_t b = 0; b < esz; ++b) {
+                            uint8_t want = 0xa5;  // untouched
+                            if (r < rows && k < k_len)
+                                want = static_cast<uint8_t>(a[size_t(((k0 + k) * lda + i0 + r) * esz + b)] ^ st.flip);
+                            else if (r < rows && k < k_padded)
+                                want = 0;
+                            wrong += panel[size_t((r * panel_ld + k) * esz + b)] != want;
+                        }
+                REQUIRE(wrong == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp: A stored K x M (TN, TT) over odd rows, K tails, ld pads, tiers and threads", "[x86][lowp]") {
+    // The transposing A packer through whole calls: row counts that leave 8- and 16-row block tails, K tails
+    // inside a 64-byte vector, several K blocks, lda > M, int8 (exact) and 16-bit inputs, 1 and 3 threads.
+    std::mt19937 rng(7008);
+    const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}, {JITMM_DTYPE_F16, JITMM_DTYPE_F16}};
+    const int64_t ms[] = {1, 7, 17, 33, 65, 100, 250};
+    const int64_t ns[] = {1, 16, 45, 130};
+    const int64_t ks[] = {1, 31, 33, 67, 130, 600, 1100};
+    for (const Tier& tier : runnable_tiers()) {
+        for (int threads : {1, 3}) {
+            INFO("tier " << tier.name << " threads " << threads);
+            EngineGuard e{make_engine(tier.name, threads)};
+            for (int it = 0; it < 14; ++it) {
+                Case c;
+                const auto& in = ins[it % 4];
+                c.a = in[0];
+                c.b = in[1];
+                c.c = is_int8(c.a) ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+                c.m = ms[(it * 3 + threads) % 7];
+                c.n = ns[(it + threads) % 4];
+                c.k = ks[(it * 5 + 1) % 7];
+                c.ta = true;
+                c.tb = it % 3 == 1;
+                c.lda_pad = it % 3 == 0 ? 0 : 1 + it % 8;
+                c.ldb_pad = it % 4 == 2 ? 5 : 0;
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: long K with few columns (A read in place past L1, narrow B packed in long slices)",
           "[x86][lowp]") {
     // A tile larger than L1 (4 KB K blocks) is read in place whatever its stride, also a power of two; a narrow
@@ -1915,7 +2003,13 @@ namespace {
 // different thread counts must give the same bits (threads split N and M, never K).
 std::vector<uint8_t> run_for_bits(jitmm_engine* e, const jitmm_matmul_desc& d, uint32_t seed) {
     std::mt19937 rng(seed);
-    Buffer a(d.a_type, size_t(d.m * d.k)), b(d.b_type, size_t(d.k * d.n)), c(d.c_type, size_t(d.m * d.n));
+    // Tight matrices; batches (batch_count > 1) at the desc's strides.
+    const int64_t batches = d.batch_count;
+    const auto size = [&](int64_t stride, int64_t one) {
+        return size_t(batches > 1 ? stride * (batches - 1) + one : one);
+    };
+    Buffer a(d.a_type, size(d.stride_a, d.m * d.k)), b(d.b_type, size(d.stride_b, d.k * d.n)),
+        c(d.c_type, size(d.stride_c, d.m * d.n));
     fill_random(a, rng);
     fill_random(b, rng);
     std::memset(c.data(), 0xff, c.bytes.size());
@@ -1981,6 +2075,63 @@ TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 thread
                 d.trans_b = s.tb;
                 d.trans_a = s.ta;
                 const uint32_t seed = 100 + it;
+                const auto ref = run_for_bits(one.e, d, seed);
+                CHECK(run_for_bits(e.e, d, seed) == ref);
+                CHECK(run_for_bits(e.e, d, seed) == ref);
+                ++it;
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp: small batched problems spread over 2-4 threads, exact and bit-identical to one thread",
+          "[x86][lowp]") {
+    // Batches too small to split go whole to the threads (a contiguous run of batches each): attention-sized
+    // and odd shapes, every layout, shared B, int8 exact and 16-bit within bounds, at every tier.
+    std::mt19937 rng(7009);
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32}};
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    const Shape shapes[] = {{128, 64, 128, 12, false, false}, {128, 128, 64, 12, false, true},
+                            {64, 64, 64, 8, false, false},    {32, 32, 64, 33, false, true},
+                            {33, 17, 65, 7, true, false},     {70, 45, 100, 5, true, true},
+                            {64, 64, 32, 12, false, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard one{make_engine(tier.name, 1)};
+        for (int threads : {2, 3, 4}) {
+            INFO("tier " << tier.name << " threads " << threads);
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                const auto& in = ins[(it + threads) % 3];
+                Case c;
+                c.a = in[0];
+                c.b = in[1];
+                c.c = in[2];
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = s.tb;
+                c.share_b = it % 3 == 2;
+                c.lda_pad = it % 2;
+                check_case(e.e, c, rng);
+                jitmm_matmul_desc d;
+                jitmm_matmul_desc_init(&d);
+                d.m = s.m; d.n = s.n; d.k = s.k;
+                d.a_type = in[0]; d.b_type = in[1]; d.c_type = in[2];
+                d.trans_a = s.ta;
+                d.trans_b = s.tb;
+                d.batch_count = s.batch;
+                d.stride_a = s.m * s.k;
+                d.stride_b = c.share_b ? 0 : s.k * s.n;
+                d.stride_c = s.m * s.n;
+                const uint32_t seed = 200 + it;
                 const auto ref = run_for_bits(one.e, d, seed);
                 CHECK(run_for_bits(e.e, d, seed) == ref);
                 CHECK(run_for_bits(e.e, d, seed) == ref);

@@ -122,4 +122,14 @@ void ParallelRunner::parallel_for(int64_t n, const TaskFn& fn) const {
     }
 }
 
+void ParallelRunner::parallel_for_in_runs(int64_t n, int64_t runs, const TaskFn& fn) const {
+    if (runs >= n) {
+        parallel_for(n, fn);
+        return;
+    }
+    parallel_for(runs, [&](int64_t r) {
+        for (int64_t i = n * r / runs; i < n * (r + 1) / runs; ++i) fn(i);
+    });
+}
+
 }  // namespace jitmm

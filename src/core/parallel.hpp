@@ -51,6 +51,10 @@ public:
     ParallelRunner(int num_threads, jitmm_parallel_for_fn external, void* external_ctx);
     int num_threads() const { return num_threads_; }
     void parallel_for(int64_t n, const TaskFn& fn) const;
+    // fn(i) for i in [0, n) as `runs` contiguous ranges, a task each (where n > runs): the tasks a thread runs
+    // stay the same from call to call, so that their data stay in its core's caches, where parallel_for hands
+    // them out one by one (batches of back-to-back calls moved between the cores).
+    void parallel_for_in_runs(int64_t n, int64_t runs, const TaskFn& fn) const;
     bool uses_external() const { return external_ != nullptr; }
 
 private:

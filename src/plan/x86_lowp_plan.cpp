@@ -28,6 +28,13 @@ constexpr int64_t kAmxDecodeColumns = 2048;   // AMX B block width with one row 
 constexpr int64_t kAmxDecodePackedBytes = 512 * 1024;  // AMX, one row tile: a K block of packed B up to this
 constexpr int64_t kAmxStreamedCBytes = int64_t(4) << 20;  // AMX: C from this size written non-temporally
 constexpr int64_t kAmxKeptBBytes = 128 * 1024;  // AMX: a K block of packed B up to this is loaded without T1
+// A thread of a batched call (whole batches per thread, nothing packed twice) for at least this much work:
+// the fan-out is all it costs. AMX, 2 threads against 1, median us (x86 lowp: bf16 / s8): 1 MFLOP in all lost
+// (64x64x64 x 2: 1.3 -> 2.0-3.0 / 1.0 -> 1.9-2.9), 2 MFLOP broke even (64x64x64 x 4 2.6 -> 3.0-3.1 / 2.4 -> 2.5-2.6,
+// 32x32x64 x 16 4.6-4.8 -> 3.9-4.6 / 3.9 -> 3.5-3.7), 3 MFLOP and up gained (64x64x32 x 12 7.0-7.3 -> 5.4-5.5 /
+// 8.2-8.6 -> 6.3). The vector steps gained from 2 MFLOP (64x64x64 x 4 VNNI s8 4.9-5.1 -> 3.8-4.1).
+constexpr double kMinFlopsPerBatchThreadAmx = 1.5e6;
+constexpr double kMinFlopsPerBatchThread = 1.0e6;
 
 struct TileShape {
     int mr, nv;
@@ -383,9 +390,13 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const double per_thread = amx ? 16.0e6 : 2.0e6;
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
+    // Batches too small to split go to the threads whole, where a thread only has to pay for its fan-out:
+    // one per kMinFlopsPerBatchThread(Amx), at most one per batch (128x64x128 x 12, 25 MFLOP, had 1 thread).
+    const double min_batch_flops = amx ? kMinFlopsPerBatchThreadAmx : kMinFlopsPerBatchThread;
+    const double batch_threads = p.batch > 1 ? std::min(double(p.batch), p.flops() / min_batch_flops) : 1.0;
     int threads = std::max(1, num_threads);
     threads = static_cast<int>(std::min<double>(
-        threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6, c_bytes / (256.0 * 1024)})));
+        threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6, c_bytes / (256.0 * 1024), batch_threads})));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
 

@@ -154,7 +154,7 @@ void GemmF32Kernel::run(const RunArgs& args) const {
             }
             whole_(a + t * p_.stride_a, b_batch, c + t * p_.stride_c, bias, a, a, c);
         };
-        if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for(p_.batch, one_batch);
+        if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for_in_runs(p_.batch, plan_.threads, one_batch);
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
         return;
     }
@@ -186,7 +186,7 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
     } else {
-        runner_->parallel_for(tasks, task);
+        runner_->parallel_for_in_runs(tasks, plan_.threads, task);  // batches: a contiguous run per thread
     }
 }
 

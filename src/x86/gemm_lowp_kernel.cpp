@@ -262,7 +262,9 @@ void GemmLowpKernel::run(const RunArgs& args) const {
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
     } else {
-        runner_->parallel_for(tasks, task);
+        // More tasks than threads (batches): a contiguous run of them per thread (2 threads, 128x64x128 x 12 s8:
+        // 14.3 us handed out one by one, 12.8 on one thread, 8.8 in runs).
+        runner_->parallel_for_in_runs(tasks, plan_.threads, task);
     }
 }
 

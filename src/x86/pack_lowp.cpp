@@ -3,6 +3,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "hw/cpu.hpp"
+#include "x86/pack_a_transposed.hpp"
 
 #include <immintrin.h>
 
@@ -665,6 +666,13 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
         const uint8_t flip = step == LowpStep::vnni_u8s8 && s8 ? 0x80 : 0;
         copy_rows_padded(static_cast<const uint8_t*>(a) + (i0 * lda + k0) * esz, lda * esz,
                          static_cast<uint8_t*>(panel), panel_ld * esz, rows, k_len * esz, k_padded * esz, flip);
+        return;
+    }
+    // A stored K x M for the same steps: transposed by vectors (pack_a_transposed.hpp), else by the scalar loop.
+    if (as_stored && trans_a && pack_a_transposed_available()) {
+        const uint8_t flip = step == LowpStep::vnni_u8s8 && s8 ? 0x80 : 0;
+        pack_a_transposed(a, lda, static_cast<int>(dtype_size(a_type)), i0, rows, k0, k_len, k_padded, panel_ld,
+                          flip, panel);
         return;
     }
     auto run = [&](auto conv) {
