@@ -372,10 +372,11 @@ Sm90GemmPlan plan_sm90_gemm(const Problem& p, const CudaTarget& target, const st
     const bool env_all = split_env != nullptr && std::strcmp(split_env, "all") == 0;
     const bool allow_tail = allow_split || env_all || (split_env != nullptr && std::strcmp(split_env, "tail") == 0);
     const int sms = target.sm_count;
-    // Except where even 64 x 64 tiles leave three quarters of the SMs idle over a long K: there one CTA per
-    // tile is bound by its own k-block loop, not by streaming, and splits paid (H100, bf16, median us, two
-    // runs: 64x64x4096 13.0 unsplit, 9.1 on the model's 6-way split; 49x512x4608 14.1 -> 11.0 on its 7-way
-    // split of 64x64 tiles; 196x256x2304, 36 k-blocks, ran slower with every split tried).
+    // Every tile is also split by default where even 64 x 64 tiles leave three quarters of the SMs idle over
+    // a long K (unlike 128x4096x4096's 128 such tiles): there one CTA per tile is bound by its own k-block
+    // loop, not by streaming, and splits paid (H100, bf16, median us, two runs: 64x64x4096 13.0 unsplit, 9.1
+    // on the model's 6-way split; 49x512x4608 14.1 -> 11.0 on its 7-way split of 64x64 tiles; 196x256x2304,
+    // 36 k-blocks, ran slower with every split tried).
     const bool few_tiles_long_k = ceil_div(p.m, 64) * ceil_div(p.n, 64) * p.batch * 4 <= sms && kt >= 64;
     const int max_split = allow_split || env_all || few_tiles_long_k ? 8 : 1;
     auto consider = [&](const TileCandidate& t, int split, bool tail, double time) {
