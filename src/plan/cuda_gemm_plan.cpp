@@ -82,8 +82,7 @@ double tile_time(const Problem& p, const TileCandidate& t, const CudaTarget& tar
 int gemv_ctas_splitting_k(const Problem& p, const CudaGemmPlan& plan, const CudaTarget& target) {
     const int64_t tiles = ceil_div(p.n, plan.gemv_columns()) * p.batch;
     if (tiles * 4 > target.sm_count) return 1;
-    const int64_t units = plan.gemv_n_major ? ceil_div(p.k, 16) : ceil_div(p.k * dtype_size(p.a_type), plan.gemv_segment);
-    const int64_t by_k = units / (int64_t{plan.gemv_warps} * kMinGemvStagesPerWarp);
+    const int64_t by_k = plan.gemv_k_stages(p) / (int64_t{plan.gemv_warps} * kMinGemvStagesPerWarp);
     const int64_t by_sms = target.sm_count / tiles;
     return static_cast<int>(std::clamp<int64_t>(std::min(by_k, by_sms), 1, kMaxGemvCtasK));
 }
@@ -180,6 +179,10 @@ int64_t CudaGemmPlan::gemv_smem_bytes(int64_t m) const {
     const int64_t stage = gemv_n_major ? 16 * 64 * 2 + gemv_a_tiles(m) * 8 * 32
                                        : (16 * gemv_groups + gemv_a_tiles(m) * 8) * int64_t{gemv_segment};
     return int64_t{gemv_warps} * gemv_stages * stage;
+}
+
+int64_t CudaGemmPlan::gemv_k_stages(const Problem& p) const {
+    return gemv_n_major ? ceil_div(p.k, 16) : ceil_div(p.k * dtype_size(p.a_type), gemv_segment);
 }
 
 int64_t CudaGemmPlan::workspace_counter_bytes(const Problem& p) const {

@@ -69,6 +69,9 @@ struct CudaGemmPlan {
     // gemv split over CTAs: C's columns a CTA owns, the arrival counters (one per column tile and batch, zeroed
     // before each launch) and the workspace in all (counters, then each CTA's M x columns partial sums).
     int64_t gemv_columns() const { return gemv_n_major ? 64 : 16 * gemv_groups; }
+    // The ring stages K takes for one column tile: 16 k-rows each (B stored K x N), or gemv_segment bytes of
+    // each row (B stored N x K). The warps of all gemv_ctas_k CTAs share them out.
+    int64_t gemv_k_stages(const Problem& p) const;
     int64_t workspace_counter_bytes(const Problem& p) const;
     int64_t workspace_bytes(const Problem& p) const;
     std::string describe() const;

@@ -21,7 +21,7 @@ void emit_sm80_gemv(std::ostringstream& os, const Problem& p, const plan::CudaGe
     const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
     const int64_t row_bytes = p.k * e;
     const int seg = plan.gemv_segment;
-    const int64_t segs = ceil_div(row_bytes, seg);
+    const int64_t segs = plan.gemv_k_stages(p);
     const int64_t per_warp = ceil_div(segs, int64_t{plan.gemv_warps} * plan.gemv_ctas_k);  // every CTA's warps
     const int64_t mt = plan::gemv_a_tiles(p.m);
     const int groups = plan.gemv_groups;

@@ -20,7 +20,7 @@ void emit_sm80_gemv_n_major(std::ostringstream& os, const Problem& p, const plan
                             const std::string& name, GeneratedKernel& out) {
     const int64_t e = dtype_size(p.a_type), ec = dtype_size(p.c_type);
     constexpr int kRowsPerStage = 16, kColumns = 64;
-    const int64_t steps = ceil_div(p.k, kRowsPerStage);
+    const int64_t steps = plan.gemv_k_stages(p);  // of kRowsPerStage k-rows
     const int64_t per_warp = ceil_div(steps, int64_t{plan.gemv_warps} * plan.gemv_ctas_k);  // every CTA's warps
     const int64_t mt = plan::gemv_a_tiles(p.m);
     const bool tail_n = p.n % kColumns != 0, tail_k = p.k % kRowsPerStage != 0, tail_m = p.m < mt * 8;
