@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -744,6 +745,29 @@ TEST_CASE("parallel: a job of few tasks runs on as many threads, the next larger
     CHECK(ids_by_size[2].size() <= 2);
     CHECK(ids_by_size[5].size() <= 5);
     CHECK(ids_by_size[40].size() <= 8);
+}
+
+// Task t of a job of at most num_threads tasks belongs to thread t, call after call (so that its data stay in
+// one core's caches); another thread takes it only when its owner is late. Tasks of a few milliseconds give
+// every worker time to arrive; the check allows a few late arrivals on a loaded machine.
+TEST_CASE("parallel: task t of a small job runs on the same thread from call to call", "[parallel]") {
+    jitmm::ThreadPool pool(3);
+    constexpr int kJobs = 20;
+    std::vector<std::array<std::thread::id, 3>> ran_on(kJobs);
+    for (int job = 0; job < kJobs; ++job) {
+        pool.parallel_for(3, [&](int64_t t) {
+            ran_on[size_t(job)][size_t(t)] = std::this_thread::get_id();
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        });
+    }
+    const std::thread::id caller = std::this_thread::get_id();
+    int task0_on_caller = 0, same_as_first_job = 0;
+    for (int job = 0; job < kJobs; ++job) {
+        task0_on_caller += ran_on[size_t(job)][0] == caller;
+        same_as_first_job += ran_on[size_t(job)][1] == ran_on[0][1] && ran_on[size_t(job)][2] == ran_on[0][2];
+    }
+    CHECK(task0_on_caller == kJobs);  // the caller's own task is claimed before anything else
+    CHECK(same_as_first_job >= kJobs - 4);
 }
 
 TEST_CASE("parallel: a second parallel_for while the pool is busy runs inline and completes", "[parallel]") {

@@ -29,20 +29,40 @@ public:
     void parallel_for(int64_t n, const TaskFn& fn);
 
 private:
+    // One parallel_for call, on the caller's stack. Task t < first_wave belongs to thread t (the caller is
+    // thread 0) and is taken from `unclaimed`; the rest are claimed one by one from `next`; a thread that runs
+    // out of work takes the first-wave tasks of threads that have not come yet.
+    static constexpr int kMaxFirstWave = 64;
+    struct alignas(64) Job {
+        const TaskFn* fn;
+        int64_t n;
+        int64_t first_wave;
+        std::atomic<uint64_t> unclaimed{0};
+        std::atomic<int64_t> next{0};
+    };
+
     void worker_loop(int index);
-    void drain(const TaskFn& fn, int64_t n);
+    uint64_t wait_for_generation_after(uint64_t seen);
+    void wait_until_no_worker_active();
+    static void drain(Job& job, int thread_index);
 
     std::vector<std::thread> workers_;
-    std::mutex job_mutex_;           // held by the caller for the duration of one job
-    std::mutex state_mutex_;
+    std::mutex job_mutex_;  // held by the caller for the duration of one job
+
+    // Written by the caller once per job, read by every spinning worker: a cache line of their own.
+    alignas(64) std::atomic<uint64_t> generation_{0};
+    std::atomic<int64_t> job_size_{0};  // the newest job's n, stored before generation_
+    std::atomic<Job*> current_{nullptr};
+    std::atomic<bool> stopping_{false};
+
+    // Workers between joining a job and leaving it: the caller's Job outlives none of them.
+    alignas(64) std::atomic<int> active_{0};
+
+    // The slow path only: workers and the caller sleep here after spinning.
+    alignas(64) std::mutex sleep_mutex_;
     std::condition_variable wake_cv_, done_cv_;
-    const TaskFn* job_ = nullptr;
-    std::atomic<int64_t> job_size_{0};     // written under state_mutex_ before generation_; read by spinning workers
-    std::atomic<uint64_t> generation_{0};  // written under state_mutex_, read by spinning workers too
-    std::atomic<int64_t> next_task_{0};
-    std::atomic<int64_t> tasks_done_{0};
-    std::atomic<int> workers_active_{0};  // written under state_mutex_, read by the spinning caller too
-    bool stopping_ = false;
+    std::atomic<int> sleeping_workers_{0};
+    std::atomic<bool> caller_sleeping_{false};
 };
 
 // What a kernel calls: either the pool or the framework's callback.
