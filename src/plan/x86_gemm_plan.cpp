@@ -200,6 +200,14 @@ void set_b_block_prefetch(const Problem& p, X86GemmPlan& plan, int64_t m_tiles) 
     L.b_prefetch_ld = ld_bytes;
 }
 
+// Threads the call's work feeds (at most num_threads): enough work for each, in flops or, for the shapes that
+// stream more than they compute, bytes of A and B.
+int work_threads(const Problem& p, int num_threads) {
+    const double ab_bytes = 4.0 * double(p.batch) * (double(p.m) * double(p.k) + double(p.k) * double(p.n));
+    const double work = std::max(p.flops() / kMinFlopsPerExtraThread, ab_bytes / kMinBytesPerThread);
+    return static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
+}
+
 }  // namespace
 
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
@@ -264,7 +272,16 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // its B row 16 steps ahead, which the hardware prefetchers alone do not keep up with across that many rows
     // (1 thread: 1x4096x4096 NN 7.7 -> 8.6 GFLOP/s, 1x4096x11008 7.9 -> 8.8, 16x4096x4096 67 -> 71; 8 or 32
     // steps ahead gain less). JITMM_X86_PF overrides it.
-    const bool b_streams_from_memory = !plan.pack_b && !b_rows_in_place && 4.0 * double(p.k) * double(p.n) > double(l2);
+    // Several threads split N: each reads only its columns' share of B, which is what has to fit in L2 (and
+    // then takes long K blocks as a small B does: 17x1023x511 at 16 threads reads 131 KB each, where 32-long K
+    // blocks for a B streamed from memory wrote C back 16 times, and the lines that C's unaligned rows share
+    // at chunk edges went between the cores each time). Whether B is packed stays a whole-B decision (784x128x
+    // 1152, 2 threads: 0.94-0.96 -> 0.91 of oneDNN read in place by its share).
+    const double b_share_bytes = 4.0 * double(p.k) * double(p.n) /
+                                 double(std::max<int64_t>(1, std::min<int64_t>(work_threads(p, num_threads), n_tiles)));
+    const bool b_share_small = !p.trans_b && !plan.pack_a && b_share_bytes <= double(l2) / 4 &&
+                               p.flops() / double(p.batch) > kMinFlopsPerThread;
+    const bool b_streams_from_memory = !plan.pack_b && !b_rows_in_place && b_share_bytes > double(l2);
     if (b_streams_from_memory && std::getenv("JITMM_X86_PF") == nullptr) L.b_prefetch_k = 16;
     // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
     // whole of N (a few dozen concurrent streams the prefetchers follow) instead of hopping between rows.
@@ -273,7 +290,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // of 376; fewer K blocks, fewer C round trips: 14x2 tiles then run 512-long blocks), a quarter where B
     // comes from memory in place.
     const int64_t a_budget = l2_lines || plan.pack_b ? l1 * 5 / 8 : l1 / 4;
-    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place)
+    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small)
                            ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
                            : 32;
     // A tile as wide as N with A read in place uses each A value once: nothing of A is kept in L1 between
@@ -345,11 +362,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
 
     // Threads: no more than the work feeds, tile-aligned chunks, batches first. The partition changes only
     // the driver, never the generated code, so it stays out of the key (a cache serves any thread count).
-    int threads = std::max(1, num_threads);
-    // Enough work for each: flops, or bytes of A and B for the shapes that stream more than they compute.
-    const double ab_bytes = 4.0 * double(p.batch) * (double(p.m) * double(p.k) + double(p.k) * double(p.n));
-    const double work = std::max(p.flops() / kMinFlopsPerExtraThread, ab_bytes / kMinBytesPerThread);
-    threads = static_cast<int>(std::min<double>(threads, std::max(1.0, work)));
+    const int threads = work_threads(p, num_threads);
     plan.threads = threads;
     // Each batch's C is cut into M x N chunks by the partition's cost model: a 1-D split over N makes every
     // task pack all of A for a few panels (512^3 on 16 threads: 16 x 1 tiles), a 2-D one shares the packing.

@@ -34,6 +34,10 @@ constexpr int64_t kAmxKeptBBytes = 128 * 1024;  // AMX: a K block of packed B up
 // 32x32x64 x 16 4.6-4.8 -> 3.9-4.6 / 3.9 -> 3.5-3.7), 3 MFLOP and up gained (64x64x32 x 12 7.0-7.3 -> 5.4-5.5 /
 // 8.2-8.6 -> 6.3). The vector steps gained from 2 MFLOP (64x64x64 x 4 VNNI s8 4.9-5.1 -> 3.8-4.1).
 constexpr double kMinFlopsPerBatchThreadAmx = 1.5e6;
+// A thread per this many bytes of B, which every call reads and packs: packing is what a call with few rows
+// spends its time on (17x1023x511 s8 on one AMX core: ~70 us for 0.5 MB of B against ~10 us of products),
+// and since the pool fans out in a microsecond or two, ~7 us of packing pays for a thread.
+constexpr double kBBytesPerThread = 64.0 * 1024;
 constexpr double kMinFlopsPerBatchThread = 1.0e6;
 
 struct TileShape {
@@ -382,9 +386,9 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
 
     // Threads: enough work for each (an AMX core does a 16x16x64 int8 tile product in 16 cycles, so it needs
     // far more work per thread than the vector steps to pay for the fan-out), tile-aligned chunks (see
-    // choose_split). A call with few rows is bound by reading (and packing) B instead: a thread per megabyte of
-    // B as well (16 cores of the GPU machine's host, 1x4096x4096 bf16 with B stored K x N: 2 threads by the
-    // products alone ran at 0.39x oneDNN's 16).
+    // choose_split). A call with few rows is bound by reading (and packing) B instead: a thread per
+    // kBBytesPerThread of B as well (16 cores of the GPU machine's host, 1x4096x4096 bf16 with B stored K x N: 2
+    // threads by the products alone ran at 0.39x oneDNN's 16).
     // A short K makes writing C the work (3136x256x64 s8 -> s32: 3.2 MB of C for 103 MFLOP, 6 threads by the
     // products, 0.53x oneDNN's 16 on the GPU machine's host): a thread per 256 KB of C as well.
     const double per_thread = amx ? 16.0e6 : 2.0e6;
@@ -395,8 +399,8 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const double min_batch_flops = amx ? kMinFlopsPerBatchThreadAmx : kMinFlopsPerBatchThread;
     const double batch_threads = p.batch > 1 ? std::min(double(p.batch), p.flops() / min_batch_flops) : 1.0;
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(
-        threads, std::max({1.0, p.flops() / per_thread, b_bytes / 1.0e6, c_bytes / (256.0 * 1024), batch_threads})));
+    threads = static_cast<int>(std::min<double>(threads, std::max({1.0, p.flops() / per_thread, b_bytes / kBBytesPerThread,
+                                                                   c_bytes / (256.0 * 1024), batch_threads})));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
 
