@@ -21,8 +21,18 @@ constexpr double kPackBTransposedCycles = 1.3;
 // all of them stream at once): the FMAs of few rows hide under it.
 constexpr double kStreamBCycles = 1.0;
 
-// Cycles per value of a row tile another task packed (shared A), read from L3 instead of packed from L2.
+// Cycles per value of a row tile another task packed (shared A), read from L3 instead of packed from L2:
+// fitted, as the packing costs above, by running the tasks one after another on one thread, where that copy
+// is this core's own.
 constexpr double kReadSharedACycles = 0.2;
+// The same read where another thread packed the tile at the same time: its lines come from that core's L2.
+// Fitted at 16 threads on the GPU machine's host, 512^3 NN (1x16 chunks, three alternated rounds): each task
+// packing all of A 253-261 us, the tiles shared 297-333 us: reading a shared value costs more than packing
+// one's own. On the 2-core VM at 2 threads sharing measured neutral (1024^3, 512^3, 128x4096x4096, 384x768x768
+// NT, shared against own, three alternated rounds) or better (196x256x2304: 809-812 against 840-881 us), so the
+// remote price is taken from kRemoteShareMinThreads threads on (3 to 8 threads not measured).
+constexpr double kReadRemoteSharedACycles = 1.4;
+constexpr int kRemoteShareMinThreads = 3;
 
 // Cycles per shared row tile a task takes: its flag's cache line (written by whoever claimed it) and, when
 // tasks reach the tile together, the wait for its copy. Short K blocks (decode rows, kc 32) take many.
@@ -44,9 +54,13 @@ double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bo
     const double a_uses = double(rows * in.mr) * k * n_blocks;        // A values a task reads
     // Shared, a task packs its share of the row tiles of the tasks with its rows and reads the rest packed.
     if (in.pack_a && !share_a) pack += a_uses * kPackACycles;
-    if (in.pack_a && share_a)
-        pack += double(rows * in.mr) * k * kPackACycles / n_chunks + a_uses * kReadSharedACycles +
+    if (in.pack_a && share_a) {
+        // The tiles a task did not pack itself come from the cores that did, when the tasks run at once.
+        const double remote = in.threads >= kRemoteShareMinThreads ? double(n_chunks - 1) / double(n_chunks) : 0.0;
+        const double read = (1.0 - remote) * kReadSharedACycles + remote * kReadRemoteSharedACycles;
+        pack += double(rows * in.mr) * k * kPackACycles / n_chunks + a_uses * read +
                 double(rows) * double(ceil_div(in.k, in.kc)) * n_blocks * kSharedTileCycles;
+    }
     if (in.pack_b) pack += double(cols * in.nr) * k * (in.trans_b ? kPackBTransposedCycles : kPackBCycles);
     const double stream = in.b_from_memory ? double(cols * in.nr) * k * kStreamBCycles : 0.0;
     const int64_t tasks = in.batch * int64_t(m_chunks) * n_chunks;

@@ -391,7 +391,9 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // threads by the products alone ran at 0.39x oneDNN's 16).
     // A short K makes writing C the work (3136x256x64 s8 -> s32: 3.2 MB of C for 103 MFLOP, 6 threads by the
     // products, 0.53x oneDNN's 16 on the GPU machine's host): a thread per 256 KB of C as well.
-    const double per_thread = amx ? 16.0e6 : 2.0e6;
+    // AMX: 4 MFLOP is ~4 us of tile products, twice the pool's fan-out at 16 threads (256^3 bf16 ran 2
+    // threads at 16 MFLOP each, 0.38x oneDNN's 16).
+    const double per_thread = amx ? 4.0e6 : 2.0e6;
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
     // Batches too small to split go to the threads whole, where a thread only has to pay for its fan-out:
