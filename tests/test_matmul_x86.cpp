@@ -696,6 +696,47 @@ TEST_CASE("x86 f32: K split with the separate finish pass", "[x86][matmul][kspli
     jitmm::x86::set_split_fused_finish_max(old_limit);
 }
 
+// A few row tiles over a long K, on 4 threads: the partition may cut K into parts and each part's columns
+// into chunks (K parts x N chunks, each task packing only its columns of its part of B); both finishes (the
+// fused one and the separate pass), every layout, epilogues with a per-row or per-column bias, beta, ldc > n.
+TEST_CASE("x86 f32: K parts x N chunks over threads", "[x86][matmul][ksplit]") {
+    std::mt19937 rng(777);
+    const int64_t shapes[][3] = {{49, 512, 4608}, {33, 700, 4100}, {20, 300, 5000}, {60, 256, 3000}};
+    const int threads = 4;
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, threads);
+        int k_by_n = 0, it = 0;
+        for (const bool separate_pass : {false, true}) {
+            // The separate pass forced by a fused-finish limit of 0, restored after.
+            const int64_t saved = separate_pass ? jitmm::x86::set_split_fused_finish_max(0) : -1;
+            for (const auto& s : shapes) {
+                for (int layout = 0; layout < 4; ++layout, ++it) {
+                    Case c;
+                    c.m = s[0];
+                    c.n = s[1];
+                    c.k = s[2];
+                    c.ta = layout & 1;
+                    c.tb = layout & 2;
+                    c.ldc_pad = it % 3;
+                    c.beta = (it % 4 == 1) ? -1.0f : (it % 4 == 3 ? 0.5f : 0.0f);
+                    c.alpha = (it % 5 == 2) ? 1.5f : 1.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 3 == 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    const jitmm::Problem p = plain_problem(c.m, c.n, c.k, c.ta, c.tb);
+                    const auto plan = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), tier.isa, threads);
+                    if (!jitmm::plan::dot_family_serves(p, plan) && plan.k_splits > 1 && plan.n_chunks > 1) ++k_by_n;
+                    check_case(e, c, rng);
+                }
+            }
+            if (separate_pass) jitmm::x86::set_split_fused_finish_max(saved);
+        }
+        INFO("cases planned as K parts x N chunks: " << k_by_n << " of " << it);
+        CHECK(k_by_n >= 2);
+        jitmm_engine_destroy(e);
+    }
+}
+
 // The register tiles the planner may pick (forced through JITMM_X86_TILE) and the prefetch knobs
 // (JITMM_X86_PF: B rows ahead, JITMM_X86_CPF: C tile, JITMM_X86_APF: the next A tile) on tails, epilogues,
 // beta and several K blocks.

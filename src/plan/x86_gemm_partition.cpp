@@ -1,5 +1,7 @@
 #include "plan/x86_gemm_partition.hpp"
 
+#include "x86/gemm_f32_split_finish.hpp"
+
 #include <algorithm>
 
 namespace jitmm::plan {
@@ -38,6 +40,9 @@ constexpr int kRemoteShareMinThreads = 3;
 // tasks reach the tile together, the wait for its copy. Short K blocks (decode rows, kc 32) take many.
 constexpr double kSharedTileCycles = 200;
 
+// Cycles per partial value the K split's finish reads (parts of C added in order, then the epilogue).
+constexpr double kFinishCyclesPerValue = 0.5;
+
 }  // namespace
 
 double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bool share_a) {
@@ -68,6 +73,18 @@ double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bo
     return rounds * (std::max(fma, stream) + pack);
 }
 
+double k_split_partition_cycles(const PartitionInput& in, int k_parts, int n_chunks) {
+    // Each part is a batch of its own over a K of its own (tasks in rounds over batch x parts x chunks). Parts
+    // are whole K blocks: the longest has ceil(blocks / parts) of them (5 blocks in 4 parts: 2, not 1.25).
+    PartitionInput part = in;
+    part.batch = in.batch * k_parts;
+    part.k = std::min(in.k, ceil_div(ceil_div(in.k, in.kc), k_parts) * in.kc);
+    const double finish_values = double(in.m) * double(in.n) * double(k_parts);
+    // Small finishes run in the task that completes a batch, larger ones over the threads (run_k_split).
+    const double finish_threads = finish_values <= double(x86::kSplitFusedFinishMax) ? 1.0 : double(std::min<int64_t>(in.m, std::max(1, in.threads)));
+    return partition_cycles(part, 1, n_chunks, false) + finish_values * kFinishCyclesPerValue * double(in.batch) / finish_threads;
+}
+
 Partition choose_partition(const PartitionInput& in) {
     Partition best;
     best.cycles = partition_cycles(in, 1, 1);
@@ -85,6 +102,18 @@ Partition choose_partition(const PartitionInput& in) {
                     best.share_a = share_a;
                     best.cycles = cycles;
                 }
+            }
+        }
+    }
+    for (int64_t parts = 2; parts <= std::min<int64_t>(in.k_parts_max, per_batch); ++parts) {
+        for (int64_t nc = std::min(in.n_tiles, per_batch / parts); nc >= 1; --nc) {
+            const double cycles = k_split_partition_cycles(in, int(parts), int(nc));
+            if (cycles < best.cycles * 0.95) {  // a clear win only: the split adds a pass and scratch
+                best.m_chunks = 1;
+                best.n_chunks = int(nc);
+                best.share_a = false;
+                best.k_splits = int(parts);
+                best.cycles = cycles;
             }
         }
     }

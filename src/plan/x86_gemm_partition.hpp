@@ -18,12 +18,15 @@ struct PartitionInput {
     bool b_from_memory = false;        // B read in place, streamed from memory (not packed, larger than L2)
     bool a_shareable = false;          // A packed (pack_a) and small enough to be packed whole once per call
     int threads = 1;
+    int64_t m = 1, n = 1;              // C's extent (the K split's finish pass adds its parts)
+    int64_t k_parts_max = 1;           // > 1: K may also be cut into up to this many parts of whole K blocks
 };
 
 struct Partition {
     int m_chunks = 1, n_chunks = 1;
     bool share_a = false;  // each row tile of A packed once per call by the first task to need it, read by the
                            // others (x86/shared_panels.hpp), instead of by every task that uses it
+    int k_splits = 1;      // > 1: K cut into this many parts, each over all rows and one of n_chunks (m_chunks 1)
     double cycles = 0;  // the estimate it won with (for tests and tuning)
 };
 
@@ -31,9 +34,14 @@ struct Partition {
 // packing its A rows itself (share_a false) or the tasks with the same rows sharing the packed tiles.
 double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bool share_a = false);
 
+// The same for K cut into k_parts parts, each part's tasks over all rows and one of n_chunks column chunks,
+// plus the finish pass that adds the parts.
+double k_split_partition_cycles(const PartitionInput& in, int k_parts, int n_chunks);
+
 // The cheapest m_chunks x n_chunks (their product at most the threads a batch gets) and way of packing A;
 // near-ties go to fewer M chunks (disjoint B for every task, the old 1-D split), then to more N chunks, then
-// to A packed in the tasks.
+// to A packed in the tasks. With k_parts_max > 1, K parts x N chunks are candidates too (a few rows over a
+// long K, where M x N chunks would pack the same B columns in several tasks).
 Partition choose_partition(const PartitionInput& in);
 
 }  // namespace jitmm::plan

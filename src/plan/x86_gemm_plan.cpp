@@ -364,6 +364,18 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // the driver, never the generated code, so it stays out of the key (a cache serves any thread count).
     const int threads = work_threads(p, num_threads);
     plan.threads = threads;
+    // Few tiles and a long K: the tiles alone cannot feed (or evenly share out to) the threads, so K is cut
+    // into parts of whole K blocks, each part at least kMinSplitK long (choose_k_splits, below). A few row
+    // tiles over a long K may also take K parts x N chunks where M x N chunks would pack the same B columns
+    // in several tasks (49x512x4608 at 16 threads: 2 x 8 chunks, B packed twice), if the partition's model
+    // finds it cheaper. Whether the split variants exist depends on the shape only (it is in the key); how
+    // many parts run depends on the thread count.
+    const int64_t units = p.batch * m_tiles * n_tiles;
+    const int64_t k_blocks_total = ceil_div(p.k, plan.kc);
+    const int64_t max_parts = std::min<int64_t>(k_blocks_total, p.k / kMinSplitK);
+    const bool few_row_tiles = m_tiles <= kSplitMaxRowTiles;
+    plan.k_split_ready = !plan.single_call && (units <= kSplitMaxUnits || few_row_tiles) && max_parts >= 2 &&
+                         p.n <= x86::kSplitFinishMaxWidth;
     // Each batch's C is cut into M x N chunks by the partition's cost model: a 1-D split over N makes every
     // task pack all of A for a few panels (512^3 on 16 threads: 16 x 1 tiles), a 2-D one shares the packing.
     if (!plan.single_call) {
@@ -382,6 +394,9 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.trans_b = p.trans_b;
         in.b_from_memory = b_streams_from_memory;
         in.threads = threads;
+        in.m = p.m;
+        in.n = p.n;
+        in.k_parts_max = plan.k_split_ready && units > kSplitMaxUnits ? max_parts : 1;
         // Shared packed A tiles are read back from L3 by the tasks, and their buffer stays with the calling
         // thread for its next calls: at most a quarter of L3 and the cap above of them. One thread shares
         // them between its N blocks (A packed once instead of once per N block: 1 thread, medians of 3
@@ -396,31 +411,28 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         plan.m_chunks = part.m_chunks;
         plan.n_chunks = part.n_chunks;
         plan.share_a = part.share_a;
+        plan.k_splits = part.k_splits;
         // One thread reads the shared copy back from L3 in each later N block, which the model prices too low
         // against packing A again from L2-prefetched rows: with two N blocks that loses (1024^3, paired against
         // the FMA peak on one core, three runs: unshared +2.3%, +3.0%, +2.9%); four tie (2048^3: +1.0%, -0.6%);
         // eight win (4096^3: shared +3.3%, +4.8%).
         if (threads == 1 && ceil_div(p.n, plan.nc) <= 2) plan.share_a = false;
         if (const char* v = std::getenv("JITMM_X86_SHARE_A")) plan.share_a = plan.pack_a && std::atoi(v) != 0;
-        // JITMM_X86_SPLIT=MxN forces the chunks of a batch (tuning knob; clamped to the tiles).
+        // JITMM_X86_SPLIT=MxN[xK] forces the chunks of a batch and the K parts (tuning knob; clamped to the
+        // tiles; K parts only where the split variants exist, and then over all rows).
         if (const char* forced = std::getenv("JITMM_X86_SPLIT")) {
-            int mcs = 0, ncs = 0;
-            if (std::sscanf(forced, "%dx%d", &mcs, &ncs) == 2 && mcs > 0 && ncs > 0) {
+            int mcs = 0, ncs = 0, kps = 1;
+            if (std::sscanf(forced, "%dx%dx%d", &mcs, &ncs, &kps) >= 2 && mcs > 0 && ncs > 0) {
                 plan.m_chunks = static_cast<int>(std::min<int64_t>(m_tiles, mcs));
                 plan.n_chunks = static_cast<int>(std::min<int64_t>(n_tiles, ncs));
+                plan.k_splits = plan.k_split_ready ? static_cast<int>(std::clamp<int64_t>(kps, 1, max_parts)) : 1;
+                if (plan.k_splits > 1) plan.m_chunks = 1;
             }
         }
+        if (plan.k_splits > 1) plan.share_a = false;
     }
 
-    // Few tiles and a long K: the tiles alone cannot feed (or evenly share out to) the threads, so K is cut
-    // into parts of whole K blocks, each part at least kMinSplitK long. Whether the split variants exist
-    // depends on the shape only (it is in the key); how many parts run depends on the thread count.
-    const int64_t units = p.batch * m_tiles * n_tiles;
-    const int64_t k_blocks_total = ceil_div(p.k, plan.kc);
-    const int64_t max_parts = std::min<int64_t>(k_blocks_total, p.k / kMinSplitK);
-    plan.k_split_ready = !plan.single_call && units <= kSplitMaxUnits && max_parts >= 2 &&
-                         p.n <= x86::kSplitFinishMaxWidth;
-    if (plan.k_split_ready && threads > 1) {
+    if (plan.k_split_ready && threads > 1 && units <= kSplitMaxUnits) {
         plan.k_splits = choose_k_splits(units, p.batch, threads, max_parts);
         if (plan.k_splits > 1) {
             plan.m_chunks = plan.n_chunks = 1;  // each part task covers every tile

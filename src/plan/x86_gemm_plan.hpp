@@ -33,6 +33,8 @@ struct X86GemmPlan {
 
 // Tile-parallel units (batch x tiles) at most this many make a shape a K-split candidate.
 constexpr int64_t kSplitMaxUnits = 16;
+// Or row tiles at most this many: K parts x N chunks (the partition's model decides).
+constexpr int64_t kSplitMaxRowTiles = 16;
 
 // How many K parts feed `threads` when the shape has only `units` independent tiles (over `batch` batches):
 // 1 when the tiles already balance, else one task per (batch, part), each over all the batch's tiles, as

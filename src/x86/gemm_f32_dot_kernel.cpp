@@ -140,7 +140,7 @@ void GemmF32DotKernel::run_split(const float* a, const float* bt, float* c, cons
     r.c = c;
     r.scratch = split_scratch(static_cast<size_t>(p_.batch * parts * p_.m * p_.ldc));
     r.finish = finish_;
-    run_k_split(*runner_, r, [&](int64_t batch, int part, float* slab) {
+    run_k_split(*runner_, r, [&](int64_t batch, int part, int /*chunk: one per part*/, float* slab) {
         const int64_t it0 = iterations * part / parts, it1 = iterations * (part + 1) / parts;
         const int last = part + 1 == parts ? 1 : 0;
         const float* ab = a + batch * p_.stride_a + it0 * step;

@@ -347,10 +347,10 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
     }
 }
 
-// K split: every (batch, K part) is a task writing alpha * its partial sum over all the batch's tiles into
-// scratch (one C-shaped slab per part, C's leading dimension, so the same microkernels serve; B is packed
-// once per part and reused across the row tiles); the finish adds the parts in part order and applies
-// beta * C, bias and activation, C written once (run_k_split).
+// K split: every (batch, K part, column chunk) is a task writing alpha * its partial sum over all the
+// batch's rows into scratch (one C-shaped slab per part, C's leading dimension, so the same microkernels
+// serve; B is packed once per part and chunk and reused across the row tiles); the finish adds the parts in
+// part order and applies beta * C, bias and activation, C written once (run_k_split).
 void GemmF32Kernel::run_split(const float* a, const float* b, float* c, const float* bias) const {
     SplitRun r;
     r.batch = p_.batch;
@@ -359,15 +359,19 @@ void GemmF32Kernel::run_split(const float* a, const float* b, float* c, const fl
     r.ldc = p_.ldc;
     r.stride_c = p_.stride_c;
     r.parts = plan_.k_splits;
+    r.n_chunks = plan_.n_chunks;
     r.threads = plan_.threads;
     r.bias_kind = p_.bias;
     r.bias = bias;
     r.c = c;
     r.scratch = pack_buffer<2>(static_cast<size_t>(p_.batch * r.parts * p_.m * p_.ldc));
     r.finish = finish_;
-    run_k_split(*runner_, r, [&](int64_t batch, int part, float* slab) {
+    run_k_split(*runner_, r, [&](int64_t batch, int part, int chunk, float* slab) {
         const int64_t kb0 = k_blocks_ * part / r.parts, kb1 = k_blocks_ * (part + 1) / r.parts;
-        run_chunk(a + batch * p_.stride_a, ChunkA{}, b + batch * p_.stride_b, slab, bias, 0, p_.m, 0, p_.n, kb0, kb1,
+        int64_t n0, n1;
+        chunk_range(p_.n, plan_.nr(), r.n_chunks, chunk, &n0, &n1);
+        if (n0 >= n1) return;
+        run_chunk(a + batch * p_.stride_a, ChunkA{}, b + batch * p_.stride_b, slab, bias, 0, p_.m, n0, n1, kb0, kb1,
                   true);
     });
 }

@@ -81,7 +81,7 @@ std::atomic<int64_t> fused_finish_max{kSplitFusedFinishMax};
 int64_t set_split_fused_finish_max(int64_t floats) { return fused_finish_max.exchange(floats); }
 
 void run_k_split(const ParallelRunner& runner, const SplitRun& r,
-                 const std::function<void(int64_t batch, int part, float* slab)>& part) {
+                 const std::function<void(int64_t batch, int part, int chunk, float* slab)>& part) {
     const int64_t slab = r.m * r.ldc;
     auto finish_rows = [&](int64_t batch, int64_t i0, int64_t i1) {
         float* slabs = r.scratch + batch * r.parts * slab;
@@ -93,24 +93,25 @@ void run_k_split(const ParallelRunner& runner, const SplitRun& r,
         }
     };
     const bool fused = int64_t(r.parts) * r.m * r.n <= fused_finish_max.load(std::memory_order_relaxed);
+    const int64_t per_batch = int64_t(r.parts) * r.n_chunks;
+    auto run_task = [&](int64_t t) {
+        const int64_t batch = t / per_batch;
+        const int p = static_cast<int>(t % per_batch / r.n_chunks);
+        part(batch, p, static_cast<int>(t % r.n_chunks), r.scratch + (batch * r.parts + p) * slab);
+        return batch;
+    };
     if (fused) {
         // Each part's slab writes are released by its increment; the increment that completes the batch
         // acquires them all (a chain of read-modify-writes).
         std::unique_ptr<std::atomic<int>[]> done(new std::atomic<int>[static_cast<size_t>(r.batch)]);
         for (int64_t b = 0; b < r.batch; ++b) done[b].store(0, std::memory_order_relaxed);
-        runner.parallel_for(r.batch * r.parts, [&](int64_t t) {
-            const int64_t batch = t / r.parts;
-            const int p = static_cast<int>(t % r.parts);
-            part(batch, p, r.scratch + (batch * r.parts + p) * slab);
-            if (done[batch].fetch_add(1, std::memory_order_acq_rel) + 1 == r.parts) finish_rows(batch, 0, r.m);
+        runner.parallel_for(r.batch * per_batch, [&](int64_t t) {
+            const int64_t batch = run_task(t);
+            if (done[batch].fetch_add(1, std::memory_order_acq_rel) + 1 == per_batch) finish_rows(batch, 0, r.m);
         });
         return;
     }
-    runner.parallel_for(r.batch * r.parts, [&](int64_t t) {
-        const int64_t batch = t / r.parts;
-        const int p = static_cast<int>(t % r.parts);
-        part(batch, p, r.scratch + (batch * r.parts + p) * slab);
-    });
+    runner.parallel_for(r.batch * per_batch, [&](int64_t t) { run_task(t); });
     const int64_t groups = std::max<int64_t>(1, std::min<int64_t>(r.m, r.threads));
     runner.parallel_for(r.batch * groups, [&](int64_t t) {
         const int64_t batch = t / groups, g = t % groups;

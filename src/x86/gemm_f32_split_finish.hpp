@@ -43,9 +43,10 @@ void sum_partials(float* p0, int64_t part_stride, int parts, int64_t n);
 
 using SplitFinishFn = void (*)(const float* partial_row, const float* unused, float* c_row, const float* bias);
 
-// One K-split run, shared by the f32 families: batch x parts tasks, each computing one K part of one batch
-// (every tile of it, so that a packed operand is reused across the tiles) into its scratch slab through
-// `part` (batch, part, slab; slabs are m x ldc). The reduction: when parts x m x n is small
+// One K-split run, shared by the f32 families: batch x parts x n_chunks tasks, each computing one K part of
+// one batch over one column chunk (all of its rows, so that a packed operand is reused across the row tiles)
+// into its part's scratch slab through `part` (batch, part, chunk, slab; slabs are m x ldc, the chunks of a
+// part write disjoint columns of it). The reduction: when parts x m x n is small
 // (<= kSplitFusedFinishMax floats), the task that completes a batch's last part adds that batch's parts and
 // finishes it (one fan-out per run, no second join); larger ones run after all parts as a second parallel
 // pass over row groups. Either way the parts are added in part order: bit-identical for a thread count.
@@ -57,6 +58,7 @@ int64_t set_split_fused_finish_max(int64_t floats);
 struct SplitRun {
     int64_t batch = 1, m = 0, n = 0, ldc = 0, stride_c = 0;
     int parts = 2;
+    int n_chunks = 1;         // column chunks of each part (tasks of their own)
     int threads = 1;          // row groups of the separate finish pass
     BiasKind bias_kind = BiasKind::none;
     const float* bias = nullptr;
@@ -66,6 +68,6 @@ struct SplitRun {
 };
 
 void run_k_split(const ParallelRunner& runner, const SplitRun& r,
-                 const std::function<void(int64_t batch, int part, float* slab)>& part);
+                 const std::function<void(int64_t batch, int part, int chunk, float* slab)>& part);
 
 }  // namespace jitmm::x86
