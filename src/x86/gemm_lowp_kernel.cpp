@@ -537,13 +537,17 @@ void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float s
     auto* a_packed = scratch<1>(static_cast<size_t>(p_.m * ld));
     auto* row_comp = reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(p_.m * 4)));
     const auto* a = reinterpret_cast<const int8_t*>(ch.a);
+    if (p_.trans_a) {
+        // A stored K x M: each k's M bytes are contiguous, so K is walked once, writing the few rows side by side
+        // (a row at a time would stride through all of A once per row).
+        for (int64_t k = 0; k < p_.k; ++k) {
+            const int8_t* column = a + k * p_.lda;
+            for (int64_t i = 0; i < p_.m; ++i) reinterpret_cast<int8_t*>(a_packed + i * ld)[k] = column[i];
+        }
+    }
     for (int64_t i = 0; i < p_.m; ++i) {
         auto* row = reinterpret_cast<int8_t*>(a_packed + i * ld);
-        if (p_.trans_a) {
-            for (int64_t k = 0; k < p_.k; ++k) row[k] = a[k * p_.lda + i];
-        } else {
-            std::memcpy(row, a + i * p_.lda, static_cast<size_t>(p_.k));
-        }
+        if (!p_.trans_a) std::memcpy(row, a + i * p_.lda, static_cast<size_t>(p_.k));
         std::memset(row + p_.k, 0, static_cast<size_t>(ld - p_.k));
         if (L.dot_row_comp) {
             int32_t sum = 0;
