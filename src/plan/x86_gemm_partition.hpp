@@ -19,6 +19,7 @@ struct PartitionInput {
     bool a_shareable = false;          // A packed (pack_a) and small enough to be packed whole once per call
     int threads = 1;
     int64_t m = 1, n = 1;              // C's extent (the K split's finish pass adds its parts)
+    bool c_rows_share_lines = false;   // C's row stride is not whole cache lines: N chunks meet inside lines
     int64_t k_parts_max = 1;           // > 1: K may also be cut into up to this many parts of whole K blocks
 };
 

@@ -389,6 +389,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.k = p.k;
         in.kc = plan.kc;
         in.nc = plan.nc;
+        in.c_rows_share_lines = (p.ldc * 4) % 64 != 0;
         in.pack_a = plan.pack_a;
         in.pack_b = plan.pack_b;
         in.trans_b = p.trans_b;
