@@ -38,6 +38,10 @@ constexpr double kMinFlopsPerBatchThreadAmx = 1.5e6;
 // spends its time on (17x1023x511 s8 on one AMX core: ~70 us for 0.5 MB of B against ~10 us of products),
 // and since the pool fans out in a microsecond or two, ~7 us of packing pays for a thread.
 constexpr double kBBytesPerThread = 64.0 * 1024;
+// A thread per this many bytes of a B read in place (the decode paths: B streamed once per call, nothing
+// packed). It was a megabyte, set when a fan-out cost tens of microseconds at 16 threads; 1x1000x2048 NT
+// bf16 (4 MB) then ran 4 threads at 0.39x oneDNN's 16. 256 KB streams in ~20 us on one core.
+constexpr double kStreamedBBytesPerThread = 256.0 * 1024;
 constexpr double kMinFlopsPerBatchThread = 1.0e6;
 
 struct TileShape {
@@ -235,7 +239,8 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_thr
     // threads planned 2 by the products alone, 0.39x oneDNN).
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(threads, std::max({1.0, p.flops() / 16.0e6, b_bytes / 1.0e6})));
+    threads = static_cast<int>(
+        std::min<double>(threads, std::max({1.0, p.flops() / 16.0e6, b_bytes / kStreamedBBytesPerThread})));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.m_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(32)), per_batch));
@@ -288,9 +293,10 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
     L.acc_ld = 0;
     plan.layout = L;
     int threads = std::max(1, num_threads);
-    // Memory-bound: a thread per megabyte of weights (each streams its own rows of B), as the swapped path.
-    threads = static_cast<int>(
-        std::min<double>(threads, std::max(1.0, double(p.n) * double(p.k) * double(p.batch) / 1.0e6)));
+    // Memory-bound: a thread per kStreamedBBytesPerThread of weights (each streams its own rows of B), as the
+    // swapped path.
+    threads = static_cast<int>(std::min<double>(
+        threads, std::max(1.0, double(p.n) * double(p.k) * double(p.batch) / kStreamedBBytesPerThread)));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.n_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(L.nv)), per_batch));
