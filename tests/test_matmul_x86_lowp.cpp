@@ -128,6 +128,13 @@ struct Case {
     int64_t b_offset = 0;              // elements B starts past a 64-byte boundary
 };
 
+// The A, B and C types of a case from a row of a test's {a, b, c} type table.
+void set_types(Case& c, const jitmm_dtype (&types)[3]) {
+    c.a = types[0];
+    c.b = types[1];
+    c.c = types[2];
+}
+
 std::string describe(const Case& c) {
     char buf[400];
     std::snprintf(buf, sizeof buf,
@@ -1562,9 +1569,7 @@ TEST_CASE("x86 lowp: small calls (one block each) over shapes 1-64 at every tier
                 for (int rep = 0; rep < 6; ++rep, ++it) {
                     INFO("tier " << tier << " threads " << threads << " it " << it);
                     Case c;
-                    c.a = in[0];
-                    c.b = in[1];
-                    c.c = in[2];
+                    set_types(c, in);
                     const bool cube = it % 3 == 0;  // m = n = k, as the small-shape benchmarks
                     c.m = sizes[(it * 7 + rep) % 11];
                     c.n = cube ? c.m : sizes[(it * 5 + 3) % 11];
@@ -2079,9 +2084,7 @@ TEST_CASE("x86 lowp: decode rows and larger shapes split over 3, 5 and 16 thread
             for (const Shape& s : shapes) {
                 const auto& in = ins[(it + threads) % 3];
                 Case c;
-                c.a = in[0];
-                c.b = in[1];
-                c.c = in[2];
+                set_types(c, in);
                 c.m = s.m;
                 c.n = s.n;
                 c.k = s.k;
@@ -2120,9 +2123,7 @@ TEST_CASE("x86 lowp: small batched problems spread over 2-4 threads, exact and b
             for (const Shape& s : shapes) {
                 const auto& in = ins[(it + threads) % 3];
                 Case c;
-                c.a = in[0];
-                c.b = in[1];
-                c.c = in[2];
+                set_types(c, in);
                 c.m = s.m;
                 c.n = s.n;
                 c.k = s.k;

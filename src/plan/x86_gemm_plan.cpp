@@ -247,6 +247,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // with the roles of A and B swapped).
     const int64_t m_tiles = ceil_div(p.m, L.mr);
     const int64_t n_tiles = ceil_div(p.n, nr);
+    // Threads: no more than the work feeds (the partition, below, shares the tiles out among them).
+    const int threads = work_threads(p, num_threads);
     // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles. A
     // small A (a quarter of L2), whose tile rows do not crowd the L1 sets (at most kMaxInPlaceAliasedRows of
     // them 4 KiB apart), is read in place: it is in cache after the first panel and a copy would only cost
@@ -278,7 +280,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // at chunk edges went between the cores each time). Whether B is packed stays a whole-B decision (784x128x
     // 1152, 2 threads: 0.94-0.96 -> 0.91 of oneDNN read in place by its share).
     const double b_share_bytes = 4.0 * double(p.k) * double(p.n) /
-                                 double(std::max<int64_t>(1, std::min<int64_t>(work_threads(p, num_threads), n_tiles)));
+                                 double(std::max<int64_t>(1, std::min<int64_t>(threads, n_tiles)));
     const bool b_share_small = !p.trans_b && !plan.pack_a && b_share_bytes <= double(l2) / 4 &&
                                p.flops() / double(p.batch) > kMinFlopsPerThread;
     const bool b_streams_from_memory = !plan.pack_b && !b_rows_in_place && b_share_bytes > double(l2);
@@ -360,9 +362,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
                         int64_t(L.k_unroll) * std::max(a_step, b_step) < (int64_t(1) << 31);
     if (const char* v = std::getenv("JITMM_X86_CNPF")) L.c_next_prefetch = L.c_next_prefetch && std::atoi(v) != 0;
 
-    // Threads: no more than the work feeds, tile-aligned chunks, batches first. The partition changes only
+    // Threads (computed above): tile-aligned chunks, batches first. The partition changes only
     // the driver, never the generated code, so it stays out of the key (a cache serves any thread count).
-    const int threads = work_threads(p, num_threads);
     plan.threads = threads;
     // Few tiles and a long K: the tiles alone cannot feed (or evenly share out to) the threads, so K is cut
     // into parts of whole K blocks, each part at least kMinSplitK long (choose_k_splits, below). A few row
