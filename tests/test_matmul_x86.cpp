@@ -331,6 +331,36 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
         }
         jitmm_engine_destroy(e);
     }
+    // Many threads: a narrower tile of the same rows evens out the columns per thread (1x1000 on 16 threads:
+    // 42 tiles of 24 leave some threads 72 columns, 48 of 21 leave 63), with its own tail tile.
+    if (jitmm::hw::cpu_info().best_isa < jitmm::hw::X86Isa::avx512) {
+        WARN("SKIPPED: 16-thread dot run at the avx512 tier (not available on this CPU)");
+    } else {
+        jitmm_engine* e16 = make_engine("avx512", 16);
+        for (int64_t m : {1, 2}) {
+            Case c;
+            c.m = m;
+            c.n = 1000;
+            c.k = 2048;
+            c.tb = true;
+            c.ldb_pad = 3;
+            c.beta = 0.5f;
+            c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+            check_case(e16, c, rng);
+        }
+        jitmm_engine_destroy(e16);
+    }
+    {
+        CHECK(jitmm::plan::balanced_tile_width(1000, 24, 16) == 21);
+        CHECK(jitmm::plan::balanced_tile_width(1000, 24, 2) == 24);     // 500 columns each already
+        CHECK(jitmm::plan::balanced_tile_width(4096, 3, 16) == 3);      // 1% is not worth a narrower tile
+        CHECK(jitmm::plan::balanced_tile_width(100, 24, 16) == 12);     // 5 tiles -> 9 tiles on 9 threads
+        jitmm::Problem q;
+        q.m = 1; q.n = 1000; q.k = 2048; q.trans_b = true; q.lda = 2048; q.ldb = 2048; q.ldc = 1000;
+        const auto dot16 = jitmm::plan::plan_x86_gemm_f32_dot(q, jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 16);
+        CHECK(dot16.layout.nj == 21);
+        CHECK(dot16.n_chunks == 16);
+    }
     // The plan: one tile as tall as M up to 7 rows (AVX-512), the least-waste tile past that.
     jitmm::Problem p;
     p.n = 4096; p.k = 4096; p.trans_b = true; p.lda = 4096; p.ldb = 4096; p.ldc = 4096;
@@ -1015,6 +1045,15 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
     }
     // Decode-like rows stream B: split over N only.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 4096, 11008, false, false), cpu, isa, 16).m_chunks == 1);
+    {
+        // A large A read in place (four column panels, not packed) is streamed once per task: N chunks read it
+        // again each, so many threads cut M more than N (784x128x1152 on 16 threads: 8x2, not 4x4).
+        const auto plan = jitmm::plan::plan_x86_gemm_f32(plain_problem(784, 128, 1152, false, false), cpu, isa, 16);
+        INFO(plan.describe());
+        REQUIRE_FALSE(plan.pack_a);
+        CHECK(plan.m_chunks > plan.n_chunks);
+        CHECK(plan.m_chunks * plan.n_chunks <= 16);
+    }
     const int64_t shapes[][3] = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048},
                                  {128, 4096, 4096}, {128, 11008, 4096}, {2048, 4096, 4096}, {16, 4096, 4096}};
     for (const auto& s : shapes) {

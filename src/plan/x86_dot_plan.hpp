@@ -32,6 +32,11 @@ bool dot_family_fits(const Problem& p);
 // transposed whole (there the dot kernel's horizontal sums cost more than the transpose).
 bool dot_family_serves(const Problem& p, const X86GemmPlan& gemm);
 
+// The tile width, from `widest` down to half of it, whose whole tiles shared out over `threads` leave the
+// slowest thread the fewest of n's columns, where that is at least 5% fewer than `widest` leaves it (ties to
+// the wider).
+int balanced_tile_width(int64_t n, int widest, int threads);
+
 X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 
 }  // namespace jitmm::plan

@@ -45,6 +45,13 @@ constexpr double kSharedTileCycles = 200;
 // (ldc 400 bytes), alternated: N chunks 8.9-10.4 us, M chunks 7.4-7.7.
 constexpr double kSharedCLineCycles = 150;
 
+// Cycles per A value a task reads in place (A not packed, and too large to stay in L2) the first time, from memory or another core's
+// cache: a tile's rows are that many concurrent streams of broadcasts, which run at memory latency rather than
+// under the FMAs, and N chunks read the same rows once per task. Fitted at 16 threads on the GPU machine's host,
+// 784x128x1152 (14x32 tiles, A 3.6 MB in place, B packed; three rounds): 4x4 chunks 237-410 us, 8x2 191-215,
+// 16x1 202-251, which the FMAs and B packing alone ranked 4x4 first.
+constexpr double kReadInPlaceACycles = 1.5;
+
 // Cycles per partial value the K split's finish reads (parts of C added in order, then the epilogue).
 constexpr double kFinishCyclesPerValue = 0.5;
 
@@ -71,6 +78,7 @@ double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bo
         pack += double(rows * in.mr) * k * kPackACycles / n_chunks + a_uses * read +
                 double(rows) * double(ceil_div(in.k, in.kc)) * n_blocks * kSharedTileCycles;
     }
+    if (in.a_in_place_large) pack += double(rows * in.mr) * k * kReadInPlaceACycles;
     if (in.pack_b) pack += double(cols * in.nr) * k * (in.trans_b ? kPackBTransposedCycles : kPackBCycles);
     const double stream = in.b_from_memory ? double(cols * in.nr) * k * kStreamBCycles : 0.0;
     // The rows a task writes, each meeting its neighbours' columns in a line at both ends of its chunk.

@@ -17,6 +17,7 @@ struct PartitionInput {
     bool pack_a = false, pack_b = false, trans_b = false;
     bool b_from_memory = false;        // B read in place, streamed from memory (not packed, larger than L2)
     bool a_shareable = false;          // A packed (pack_a) and small enough to be packed whole once per call
+    bool a_in_place_large = false;     // A read in place (not packed) and larger than a quarter of L2
     int threads = 1;
     int64_t m = 1, n = 1;              // C's extent (the K split's finish pass adds its parts)
     bool c_rows_share_lines = false;   // C's row stride is not whole cache lines: N chunks meet inside lines

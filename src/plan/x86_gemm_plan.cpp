@@ -305,7 +305,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     if (a_read_once && !few_tiles_for_threads && kc_limit < p.k)
         kc_limit = std::max(kc_limit, std::min<int64_t>(p.k, (l2 / 2) / (4 * round_up(p.n, nr))));
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
-    if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(16, std::atoi(forced));
+    if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(L.k_unroll, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
     plan.kc = round_up(ceil_div(p.k, k_blocks), L.k_unroll);
     // Two B blocks are in L2 at once (the one in use and the next, packed ahead). A transposed B reused by few
@@ -392,6 +392,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.nc = plan.nc;
         in.c_rows_share_lines = (p.ldc * 4) % 64 != 0;
         in.pack_a = plan.pack_a;
+        in.a_in_place_large = !plan.pack_a && !a_small;
         in.pack_b = plan.pack_b;
         in.trans_b = p.trans_b;
         in.b_from_memory = b_streams_from_memory;
