@@ -1208,8 +1208,8 @@ TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks 
 
 TEST_CASE("x86 lowp: a transposed A packs into the panels element by element would give", "[x86][lowp]") {
     // A stored K x M packed for the steps that read A as stored (the vector transpose where the chip has
-    // AVX-512 BW, else the scalar loop): row counts around the 8- and 16-row blocks, K tails inside and past a
-    // 64-byte vector, zero padding up to k_padded, ld > width, offsets i0 and k0, an s8 A shifted for VNNI.
+    // AVX-512 BW, else the scalar loop): row counts around the 8- and 16-row blocks and the wide passes (256
+    // rows and more), K tails inside and past a 64-byte vector, zero padding up to k_padded, ld > width, offsets i0 and k0, an s8 A shifted for VNNI.
     // Panel bytes past each row's k_padded and rows past `rows` must stay as they were.
     using jitmm::plan::LowpStep;
     struct Step {
@@ -1220,7 +1220,8 @@ TEST_CASE("x86 lowp: a transposed A packs into the panels element by element wou
     const Step steps[] = {{LowpStep::amx_int8, JITMM_DTYPE_S8, 0},    {LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80},
                           {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},   {LowpStep::amx_bf16, JITMM_DTYPE_BF16, 0},
                           {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}};
-    const int row_counts[] = {1, 5, 8, 9, 15, 16, 17, 31, 32};
+    // (From 256 rows and 64 bytes of K, the stored lines are walked whole, in passes of up to 512 rows.)
+    const int row_counts[] = {1, 5, 8, 9, 15, 16, 17, 31, 32, 256, 300, 577};
     const int64_t k_lens[] = {1, 2, 7, 31, 32, 33, 64, 65, 100, 130};
     std::mt19937 rng(7007);
     std::uniform_int_distribution<int> byte(0, 255);
