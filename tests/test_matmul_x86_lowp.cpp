@@ -2140,3 +2140,31 @@ TEST_CASE("x86 lowp: small batched problems spread over 2-4 threads, exact and b
         }
     }
 }
+
+TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside cache lines and K is short",
+          "[x86][lowp][plan]") {
+    // N chunks would write the line at each chunk edge from two cores on every row: with a short K that costs
+    // more than the products (2 threads, 640x250x8 NT bf16: 35 us over N chunks, 14 over M chunks). Rows of whole
+    // lines keep the N split.
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    cpu.amx_tile = cpu.amx_bf16 = cpu.amx_int8 = true;
+    auto problem = [](int64_t m, int64_t n, int64_t k, int64_t ldc) {
+        jitmm::Problem p;
+        p.m = m; p.n = n; p.k = k;
+        p.trans_b = true;
+        p.lda = k; p.ldb = k; p.ldc = ldc;
+        p.a_type = p.b_type = JITMM_DTYPE_BF16;
+        p.c_type = JITMM_DTYPE_F32;
+        return p;
+    };
+    const auto shared = jitmm::plan::plan_x86_lowp(problem(640, 250, 8, 250), cpu, X86Isa::amx, 2);
+    INFO(shared.describe());
+    CHECK(shared.m_chunks == 2);
+    CHECK(shared.n_chunks == 1);
+    const auto whole_lines = jitmm::plan::plan_x86_lowp(problem(640, 256, 8, 256), cpu, X86Isa::amx, 2);
+    INFO(whole_lines.describe());
+    CHECK(whole_lines.m_chunks == 1);
+    CHECK(whole_lines.n_chunks == 2);
+}

@@ -327,6 +327,10 @@ constexpr int64_t kAmxATileWaysPerSet = 8;
 // packing per thread, and an M-only split repeats B's. The split minimizes per thread the products (in
 // bytes-of-packing time: an AMX core multiplies ~100 bf16 or ~200 int8 flops in the time it packs a byte,
 // the vector steps ~25) plus the bytes packed, preferring N (the old rule) on ties.
+// A C line written by two threads, in the split's unit (bytes packed): ~100 cycles of a line moving between
+// cores, at ~10 bytes packed a cycle.
+constexpr double kSharedCLineBytes = 1000;
+
 void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts) {
     const LowpLayout& L = plan.layout;
     const int64_t row_tiles = ceil_div(p.m, int64_t(L.mr)), col_tiles = ceil_div(p.n, int64_t(plan.nr()));
@@ -334,11 +338,16 @@ void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts) {
     const double flops_per_byte = amx ? (step_is_int(L.step) ? 200.0 : 100.0) : 25.0;
     const double a_bytes = double(dtype_size(p.a_type)) * (plan.pack_a ? 2.0 : 0.5);  // read + write, or read
     const double b_bytes = 2.0 * double(dtype_size(p.b_type));
+    // C rows that are not whole lines put a line at each N chunk edge in two threads' chunks: every row moves it
+    // between the cores (2 threads, 640x250x8 NT bf16, N chunks: ldc 250 35 us, ldc 256 14 us).
+    const bool c_rows_share_lines = (p.ldc * dtype_size(p.c_type)) % 64 != 0;
     auto cost = [&](int64_t m_chunks, int64_t n_chunks) {
         const double rows = double(ceil_div(row_tiles, m_chunks) * L.mr);
         const double cols = double(ceil_div(col_tiles, n_chunks) * plan.nr());
         const double k = double(p.k);
-        return 2.0 * rows * cols * k / flops_per_byte + rows * k * a_bytes + cols * k * b_bytes;
+        const double shared_lines = c_rows_share_lines ? rows * double(std::min<int64_t>(2, n_chunks - 1)) : 0.0;
+        return 2.0 * rows * cols * k / flops_per_byte + rows * k * a_bytes + cols * k * b_bytes +
+               shared_lines * kSharedCLineBytes;
     };
     int64_t best_m = 1, best_n = std::min(col_tiles, parts);
     double best = cost(best_m, best_n);
