@@ -2159,12 +2159,87 @@ TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside ca
         p.c_type = JITMM_DTYPE_F32;
         return p;
     };
-    const auto shared = jitmm::plan::plan_x86_lowp(problem(640, 250, 8, 250), cpu, X86Isa::amx, 2);
+    // (K = 16: a K of 8 runs on converted FMAs, see below; the split is priced the same way there.)
+    const auto shared = jitmm::plan::plan_x86_lowp(problem(640, 250, 16, 250), cpu, X86Isa::amx, 2);
     INFO(shared.describe());
     CHECK(shared.m_chunks == 2);
     CHECK(shared.n_chunks == 1);
-    const auto whole_lines = jitmm::plan::plan_x86_lowp(problem(640, 256, 8, 256), cpu, X86Isa::amx, 2);
+    const auto whole_lines = jitmm::plan::plan_x86_lowp(problem(640, 256, 16, 256), cpu, X86Isa::amx, 2);
+    CHECK(whole_lines.layout.step == jitmm::plan::LowpStep::amx_bf16);
     INFO(whole_lines.describe());
     CHECK(whole_lines.m_chunks == 1);
     CHECK(whole_lines.n_chunks == 2);
+}
+
+TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and threads for a large A",
+          "[x86][lowp][plan]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    cpu.amx_tile = cpu.amx_bf16 = cpu.amx_int8 = true;
+    auto problem = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm_dtype in, jitmm_dtype out) {
+        jitmm::Problem p;
+        p.m = m; p.n = n; p.k = k;
+        p.trans_a = ta; p.trans_b = tb;
+        p.lda = ta ? m : k; p.ldb = tb ? k : n; p.ldc = n;
+        p.a_type = p.b_type = in;
+        p.c_type = out;
+        return p;
+    };
+    using jitmm::plan::LowpStep;
+    // bf16 with K <= 8 runs on converted f32 FMAs, unless C is large enough for AMX to stream it out.
+    const auto short_k = jitmm::plan::plan_x86_lowp(problem(640, 250, 8, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
+                                                    cpu, X86Isa::amx, 1);
+    CHECK(short_k.layout.step == LowpStep::fma_f32);
+    const auto big_c = jitmm::plan::plan_x86_lowp(problem(1536, 1024, 8, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
+                                                  cpu, X86Isa::amx, 1);
+    CHECK(big_c.layout.step == LowpStep::amx_bf16);
+    CHECK(jitmm::plan::plan_x86_lowp(problem(1000, 640, 16, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32), cpu,
+                                     X86Isa::amx, 1)
+              .layout.step == LowpStep::amx_bf16);
+    // One row times s8 weights stored N x K with rows of 2000 bytes (not whole lines): VNNI dot products read
+    // them in place; rows of whole lines keep the swapped AMX path.
+    const auto unaligned = jitmm::plan::plan_x86_lowp(problem(1, 1024, 2000, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32),
+                                                      cpu, X86Isa::amx, 1);
+    INFO(unaligned.describe());
+    CHECK(unaligned.layout.step == LowpStep::vnni_u8s8);
+    CHECK(unaligned.layout.dot_nt);
+    const auto aligned = jitmm::plan::plan_x86_lowp(problem(1, 1024, 2048, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32),
+                                                    cpu, X86Isa::amx, 1);
+    CHECK(aligned.layout.step == LowpStep::amx_int8);
+    CHECK(aligned.layout.swap_ab);
+    // Two columns over a 1.7 MB A: the A's bytes call for threads the products alone would not.
+    const auto tall = jitmm::plan::plan_x86_lowp(problem(2304, 2, 768, true, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu,
+                                                 X86Isa::amx, 2);
+    CHECK(tall.threads == 2);
+    CHECK(tall.m_chunks == 2);
+}
+
+TEST_CASE("x86 lowp: short-K bf16 on converted FMAs and unaligned decode weights on VNNI stay within bounds",
+          "[x86][lowp]") {
+    // The shapes the planner test above steers off AMX, through the C API on this CPU's best tier.
+    std::mt19937 rng(9090);
+    const Tier& best = runnable_tiers().back();
+    EngineGuard e{make_engine(best.name, 2)};
+    const jitmm_dtype bf16[3] = {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32};
+    const jitmm_dtype s8[3] = {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    struct Shape {
+        int64_t m, n, k;
+        bool ta, tb;
+        const jitmm_dtype (*types)[3];
+    };
+    const Shape shapes[] = {{640, 250, 8, false, true, &bf16},  {1024, 77, 2, true, false, &bf16},
+                            {197, 300, 1, false, false, &bf16}, {1, 1024, 2000, false, true, &s8},
+                            {3, 700, 1000, false, true, &s8},   {1024, 1, 2000, false, false, &s8},
+                            {2304, 2, 768, true, true, &s8}};
+    for (const Shape& s : shapes) {
+        Case c;
+        set_types(c, *s.types);
+        c.m = s.m;
+        c.n = s.n;
+        c.k = s.k;
+        c.ta = s.ta;
+        c.tb = s.tb;
+        check_case(e.e, c, rng);
+    }
 }

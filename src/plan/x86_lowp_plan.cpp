@@ -42,6 +42,9 @@ constexpr double kBBytesPerThread = 64.0 * 1024;
 // packed). It was a megabyte, set when a fan-out cost tens of microseconds at 16 threads; 1x1000x2048 NT
 // bf16 (4 MB) then ran 4 threads at 0.39x oneDNN's 16. 256 KB streams in ~20 us on one core.
 constexpr double kStreamedBBytesPerThread = 256.0 * 1024;
+// And a thread per this many bytes of A: a few columns leave reading (and packing) A as the work (2 threads,
+// 2304x2x768 TT s8 and 577x1x768 TT s8 ran one thread at 0.47x and 0.65x oneDNN's two).
+constexpr double kABytesPerThread = 128.0 * 1024;
 constexpr double kMinFlopsPerBatchThread = 1.0e6;
 
 struct TileShape {
@@ -105,6 +108,9 @@ bool avx_vnni_usable(const hw::CpuInfo& cpu, hw::X86Isa isa) {
     return env == nullptr || env[0] != '0';
 }
 
+// bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
+constexpr int64_t kBf16MaxFmaK = 8;
+
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
         // Tiny products finish sooner on VNNI than the AMX tile configuration takes: up to 32 x 32 x 32 for a
@@ -123,6 +129,14 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // (ldtilecfg alone ~130 TSC): 1 thread, TSC per C API call, AMX -> vdpbf16ps: 8^3 453 -> 274,
         // 16^3 519 -> 369; 23^3 598 -> 1216 stays AMX.
         const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 16.0 * 16 * 16;
+        // A K of a few values fills a quarter or less of the 32 a tile product takes, and C is the work: the
+        // converted f32 FMAs run it faster (1 thread, median us, AMX -> fma_f32: 640x250x8 NT 27.3 -> 22.4,
+        // 1024x77x2 TN 22.3 -> 14.5, 197x2304x1 54.5 -> 40.7; K = 16 stays AMX: 1000x640x16 104 against 128),
+        // unless AMX streams C out non-temporally (1536x1024x8, 6 MB of f32 C, 2 threads: 0.72x oneDNN on
+        // the FMAs, 1.45x on AMX).
+        const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
+        if (p.k <= kBf16MaxFmaK && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
+            return LowpStep::fma_f32;
         if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;
         if (isa >= hw::X86Isa::amx) return LowpStep::dot_bf16;
         // vdpbf16ps multiplies two pairs per lane but issues at a quarter of the FMA rate on the chips
@@ -388,6 +402,12 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.int_epilogue = p.c_type == JITMM_DTYPE_S32;
     // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
     // of B's column sums.
+    // Decode rows times a B stored N x K whose rows are not whole lines miss the swapped AMX path (its tiles read
+    // B's rows in place): the VNNI dot products read them in place too, where AMX would pack all of B per call
+    // (1x1024x2000 NT s8, what a 1024x2000 matrix times a vector becomes, 1 thread: AMX 97 us, VNNI dot 32).
+    if (L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 && !swap_fits(p, L.step) &&
+        dot_fits(p, LowpStep::vnni_u8s8, L.isa))
+        L.step = LowpStep::vnni_u8s8;
     const bool shifted = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8;
     L.compensate = shifted || p.a_zero_point != 0;
     if (swap_fits(p, L.step)) return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
@@ -411,13 +431,15 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const double per_thread = amx ? 4.0e6 : 2.0e6;
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
+    const double a_bytes = double(p.m) * double(p.k) * double(dtype_size(p.a_type)) * double(p.batch);
     // Batches too small to split go to the threads whole, where a thread only has to pay for its fan-out:
     // one per kMinFlopsPerBatchThread(Amx), at most one per batch (128x64x128 x 12, 25 MFLOP, had 1 thread).
     const double min_batch_flops = amx ? kMinFlopsPerBatchThreadAmx : kMinFlopsPerBatchThread;
     const double batch_threads = p.batch > 1 ? std::min(double(p.batch), p.flops() / min_batch_flops) : 1.0;
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(std::min<double>(threads, std::max({1.0, p.flops() / per_thread, b_bytes / kBBytesPerThread,
-                                                                   c_bytes / (256.0 * 1024), batch_threads})));
+    threads = static_cast<int>(std::min<double>(
+        threads, std::max({1.0, p.flops() / per_thread, b_bytes / kBBytesPerThread, a_bytes / kABytesPerThread,
+                           c_bytes / (256.0 * 1024), batch_threads})));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
 
