@@ -35,7 +35,7 @@ constexpr DotTile kAvx2DotTiles[] = {{1, 10}, {2, 5}, {3, 3}};
 int balanced_tile_width(int64_t n, int widest, int threads) {
     auto slowest_columns = [&](int nj) {
         const int64_t tiles = ceil_div(n, nj);
-        return ceil_div(tiles, std::min<int64_t>(tiles, threads)) * nj;
+        return std::min(n, ceil_div(tiles, std::min<int64_t>(tiles, threads)) * nj);
     };
     // Only for a clear gain: a narrower tile loads A more often per FMA, which counts where B is in cache.
     int best = widest;
