@@ -926,6 +926,12 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     // Both still fit the register file with the epilogue's temporaries.
     for (const auto& plan : {big, llm})
         CHECK(plan.layout.mr * plan.layout.nv + jitmm::x86::kEpilogueTemps <= 32);
+    // A stored K x M packs by copying runs of mr values per k, cheap enough for tiles narrower than N
+    // (3072x77x160 TT: 14x32 with A packed 560-600 us, 4x96 reading A in place 670-770).
+    const auto tt = jitmm::plan::plan_x86_gemm_f32(plain_problem(3072, 77, 160, true, true), cpu, isa, 1);
+    INFO(tt.describe());
+    CHECK(tt.pack_a);
+    CHECK(tt.layout.mr >= 8);
 }
 
 // One column panel of dense B rows (NN) is read in place, with full-length K blocks, however many row tiles

@@ -109,6 +109,10 @@ int aliased_rows(int64_t lda_bytes, int rows) {
 // while a tile as wide as N reads every A value once, in place, its rows streaming under the FMAs. Fitted to
 // 1 thread here: 3136x64x576 14x32 tiles (A packed) take 1.29x the 6x64 tiles' time, 64x64x4096 1.57x.
 constexpr double kPackACyclesPerRow = 1.0;
+// An A stored K x M packs into [k][mr] panels by copying runs of mr values per stored row, which the tile as wide
+// as N (reading mr values per k in place) does not beat the way it beats an NN copy (1 thread, 3072x77x160 TT:
+// 4x96 tiles in place 700 us, 28x16 tiles with A packed 570-580, 14x32 580-600).
+constexpr double kPackTransposedACyclesPerRow = 0.25;
 
 // A large A is read in place, not packed, by a tile that crosses N in at most this many panels: its rows stream
 // from memory once and stay in L1 for the few panels, where packing costs a copy and the next tile's prefetch
@@ -155,7 +159,9 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
             return;
         }
         const double c = tile_cost(p, t, vlen, l2_lines) +
-                         (tile_packs_a(p, t.mr, int64_t(t.nv) * vlen, l2) ? kPackACyclesPerRow * double(p.m) : 0.0) +
+                         (tile_packs_a(p, t.mr, int64_t(t.nv) * vlen, l2)
+                              ? (p.trans_a ? kPackTransposedACyclesPerRow : kPackACyclesPerRow) * double(p.m)
+                              : 0.0) +
                          (num_threads == 1 && tile_packs_large_b(p, t.mr, int64_t(t.nv) * vlen, l2)
                               ? kPackBCyclesPerColumn * double(p.n)
                               : 0.0);
