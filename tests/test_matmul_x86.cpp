@@ -1204,3 +1204,39 @@ TEST_CASE("x86 f32: shared A under an external parallel_for", "[x86][matmul][par
         jitmm_engine_destroy(e);
     }
 }
+
+// A large A stored K x M is packed by groups of row tiles walking its stored rows (even where one tile is as
+// wide as N): several groups and a short last one, row and K tails, ld pads, both B layouts, 1 and 3 threads,
+// every tier.
+TEST_CASE("x86 f32: a transposed A packed by groups of row tiles", "[x86][matmul]") {
+    std::mt19937 rng(5150);
+    struct Shape {
+        int64_t m, n, k;
+        bool tb;
+    };
+    const Shape shapes[] = {{1000, 50, 500, true}, {777, 37, 333, false}, {3072, 77, 160, true}, {1030, 100, 257, false}};
+    for (const Tier& tier : runnable_tiers()) {
+        for (int threads : {1, 3}) {
+            INFO("tier " << tier.name << " threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (const Shape& s : shapes) {
+                const jitmm::Problem p = plain_problem(s.m, s.n, s.k, true, s.tb);
+                CHECK(jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), tier.isa, threads).pack_a);
+                Case c;
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.ta = true;
+                c.tb = s.tb;
+                c.lda_pad = it % 2 ? 5 : 0;
+                c.ldc_pad = it % 3 == 1 ? 3 : 0;
+                c.beta = it % 2 ? 0.5f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_NONE;
+                check_case(e, c, rng);
+                ++it;
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+}

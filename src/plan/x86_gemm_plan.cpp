@@ -126,7 +126,8 @@ bool tile_packs_a(const Problem& p, int mr, int64_t nr, int64_t l2) {
     const bool a_small = 4.0 * double(p.m) * double(p.k) <= double(l2) / 4;
     // (Priced for every tile narrower than N: a large A read in place across its few panels, below, is also
     // slower than the tile as wide as N that reads it once: 3136x64x4608 14x32 in place 0.65x of 6x64.)
-    return ceil_div(p.n, nr) > 1 && ceil_div(p.m, mr) > 1 && !a_small;
+    // A stored K x M is packed by any tile (see kPackTransposedACyclesPerRow and the pack_a rule).
+    return (ceil_div(p.n, nr) > 1 || p.trans_a) && ceil_div(p.m, mr) > 1 && !a_small;
 }
 
 // Cycles per k step, per column of B, of packing a B as stored: the driver reads a B of few row tiles (at
@@ -263,7 +264,12 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // (A transposed: a tile's rows are one line per k, and the lines of successive k are lda apart.)
     const bool a_rows_alias = p.trans_a ? aliased_rows(p.lda * 4, 16) > 2 * kMaxInPlaceAliasedRows
                                         : aliased_rows(p.lda * 4, L.mr) > kMaxInPlaceAliasedRows;
-    plan.pack_a = n_tiles > 1 && m_tiles > 1 && (a_rows_alias || (!a_small && n_tiles > kMaxInPlaceAPanels));
+    // A large A stored K x M is packed even by a tile as wide as N: read in place, a tile's mr values per stored
+    // row go down K, which the prefetchers do not follow, where the packer walks the stored rows front to back
+    // across a group of tiles (1 thread, 1000x50x500 TT: 6x64 tiles reading A in place 1390-1410 us, 14x32 with
+    // A packed 676-694; TN 962-984 -> 679-713).
+    plan.pack_a = m_tiles > 1 && ((n_tiles > 1 && (a_rows_alias || (!a_small && n_tiles > kMaxInPlaceAPanels))) ||
+                                  (p.trans_a && !a_small));
     // JITMM_X86_PACK_A=0/1 forces it (tuning knob).
     if (const char* v = std::getenv("JITMM_X86_PACK_A")) plan.pack_a = std::atoi(v) != 0 && n_tiles > 1 && m_tiles > 1;
     // One column panel of densely stored rows (NN, ldb <= 2 nr) is read front to back in place: packing it

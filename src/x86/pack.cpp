@@ -98,6 +98,18 @@ void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows,
     }
 }
 
+void pack_a_f32_transposed_tiles(const float* a, int64_t lda, int64_t i0, int64_t i_end, int mr, int64_t k0,
+                                 int64_t k_len, int64_t panel_floats, float* panels) {
+    for (int64_t k = 0; k < k_len; ++k) {
+        const float* src = a + (k0 + k) * lda;
+        float* dst = panels + k * mr;
+        for (int64_t i = i0; i < i_end; i += mr, dst += panel_floats) {
+            const int64_t n = std::min<int64_t>(mr, i_end - i);
+            for (int64_t j = 0; j < n; ++j) dst[j] = src[i + j];
+        }
+    }
+}
+
 int64_t pack_b_units(bool trans_b, int64_t k_len, int64_t width) {
     return trans_b ? (width + kPackBColumns - 1) / kPackBColumns : k_len;
 }

@@ -13,6 +13,13 @@ namespace jitmm::x86 {
 void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows, int64_t k0, int64_t k_len,
                 int64_t panel_ld, float* panel);
 
+// Row tiles of mr rows from i0 up to i_end (the last one cut there) of a transposed A (stored K x M), K range
+// [k0, k0 + k_len), each into its own [k_len][mr] panel, panel_floats apart: stored row by stored row across all
+// the tiles, so that each stored row is read front to back (a tile at a time, a tile's mr values per stored row
+// are read down K, a walk the prefetchers do not follow).
+void pack_a_f32_transposed_tiles(const float* a, int64_t lda, int64_t i0, int64_t i_end, int mr, int64_t k0,
+                                 int64_t k_len, int64_t panel_floats, float* panels);
+
 // A B block packs in units, so that it can be packed a slice at a time between microkernel calls: rows k of
 // the block (B as stored: op(B) rows are B rows) or groups of kPackBColumns columns (trans_b: as many stored
 // rows, transposed into the panels in 8 x 8 blocks). The whole block is units [0, pack_b_units).
