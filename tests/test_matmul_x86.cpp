@@ -928,6 +928,10 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
         CHECK(plan.layout.mr * plan.layout.nv + jitmm::x86::kEpilogueTemps <= 32);
     // A stored K x M packs by copying runs of mr values per k, cheap enough for tiles narrower than N
     // (3072x77x160 TT: 14x32 with A packed 560-600 us, 4x96 reading A in place 670-770).
+    // Few rows over a large B: in place where each thread's rows of B are long pieces (2 threads, 48x2304x577:
+    // 1152 columns each), packed where they are short (49x512x4608: 256 columns each).
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(48, 2304, 577, false, false), cpu, isa, 2).pack_b);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(49, 512, 4608, false, false), cpu, isa, 2).pack_b);
     const auto tt = jitmm::plan::plan_x86_gemm_f32(plain_problem(3072, 77, 160, true, true), cpu, isa, 1);
     INFO(tt.describe());
     CHECK(tt.pack_a);

@@ -136,6 +136,10 @@ bool tile_packs_a(const Problem& p, int mr, int64_t nr, int64_t l2) {
 // B in place 125 GFLOP/s, 6x64 tiles with B packed 101; 49x128x4608 104 against 91). One thread only: split
 // over threads, B in place streams short row pieces per task (2 threads, 49x512x4608: 169 against 190 packed).
 constexpr double kPackBCyclesPerColumn = 0.5;
+// Several threads split N: a thread's rows of B in place are pieces of N / threads columns, which stream well
+// from this many bytes (2 threads, 48x2304x577, 4.6 KB pieces: 12x32 tiles with B in place 558-574 us, 6x64
+// with B packed 615-621).
+constexpr double kMinInPlaceBPieceBytes = 2048;
 constexpr int64_t kMaxDirectBRowTiles = 4;
 
 bool tile_packs_large_b(const Problem& p, int mr, int64_t nr, int64_t l2) {
@@ -150,6 +154,7 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
     TileShape best{0, 0};
     double best_cost = 0;
     bool aliasing = false;
+    const bool long_b_pieces = num_threads == 1 || 4.0 * double(p.n) / num_threads >= kMinInPlaceBPieceBytes;
     auto consider = [&](TileShape t) {
         // Rows of A are addressed by 32-bit displacements: a huge lda limits the rows per tile.
         if (int64_t(t.mr) * lda_bytes_per_row >= (int64_t(1) << 31)) return;
@@ -163,7 +168,7 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
                          (tile_packs_a(p, t.mr, int64_t(t.nv) * vlen, l2)
                               ? (p.trans_a ? kPackTransposedACyclesPerRow : kPackACyclesPerRow) * double(p.m)
                               : 0.0) +
-                         (num_threads == 1 && tile_packs_large_b(p, t.mr, int64_t(t.nv) * vlen, l2)
+                         (long_b_pieces && tile_packs_large_b(p, t.mr, int64_t(t.nv) * vlen, l2)
                               ? kPackBCyclesPerColumn * double(p.n)
                               : 0.0);
         if (best.mr == 0 || c < best_cost * 0.999 ||
