@@ -588,6 +588,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
     choose_split(p, plan, per_batch);
+    // JITMM_X86_LOWP_SPLIT=MxN forces the chunks of a batch (tuning knob; clamped to the tiles and the threads).
+    if (const char* forced = std::getenv("JITMM_X86_LOWP_SPLIT")) {
+        int mcs = 0, ncs = 0;
+        if (std::sscanf(forced, "%dx%d", &mcs, &ncs) == 2 && mcs > 0 && ncs > 0 && int64_t(mcs) * ncs <= per_batch) {
+            plan.m_chunks = static_cast<int>(std::min<int64_t>(mcs, ceil_div(p.m, int64_t(L.mr))));
+            plan.n_chunks = static_cast<int>(std::min<int64_t>(ncs, ceil_div(p.n, plan.nr())));
+        }
+    }
     return plan;
 }
 
