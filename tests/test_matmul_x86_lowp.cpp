@@ -2145,7 +2145,7 @@ TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside ca
           "[x86][lowp][plan]") {
     // N chunks would write the line at each chunk edge from two cores on every row: with a short K that costs
     // more than the products (2 threads, 640x250x8 NT bf16: 35 us over N chunks, 14 over M chunks). Rows of whole
-    // lines keep the N split.
+    // lines keep the N split where K is more than one 64-byte step.
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
     cpu.l2_bytes = 2048 * 1024;
@@ -2164,11 +2164,26 @@ TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside ca
     INFO(shared.describe());
     CHECK(shared.m_chunks == 2);
     CHECK(shared.n_chunks == 1);
-    const auto whole_lines = jitmm::plan::plan_x86_lowp(problem(640, 256, 16, 256), cpu, X86Isa::amx, 2);
+    const auto whole_lines = jitmm::plan::plan_x86_lowp(problem(640, 256, 64, 256), cpu, X86Isa::amx, 2);
     CHECK(whole_lines.layout.step == jitmm::plan::LowpStep::amx_bf16);
     INFO(whole_lines.describe());
     CHECK(whole_lines.m_chunks == 1);
     CHECK(whole_lines.n_chunks == 2);
+    // Rows of whole lines with a K of one 64-byte step: writing C is the work, and a thread's 1280-byte piece
+    // of each row is shorter than a page: M chunks too (s8 1000x640x24: 30-35 us against 62-64).
+    jitmm::Problem short_k = problem(1000, 640, 24, 640);
+    short_k.trans_b = false;
+    short_k.ldb = 640;
+    short_k.a_type = short_k.b_type = JITMM_DTYPE_S8;
+    short_k.c_type = JITMM_DTYPE_S32;
+    const auto c_work = jitmm::plan::plan_x86_lowp(short_k, cpu, X86Isa::amx, 2);
+    INFO(c_work.describe());
+    CHECK(c_work.m_chunks == 2);
+    // A long K keeps its N chunks (1024^3 bf16 at 2 threads: 1x2 800 us, 2x1 930).
+    jitmm::Problem long_k = problem(1024, 1024, 1024, 1024);
+    long_k.trans_b = false;
+    long_k.ldb = 1024;
+    CHECK(jitmm::plan::plan_x86_lowp(long_k, cpu, X86Isa::amx, 2).n_chunks == 2);
 }
 
 TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and threads for a large A",

@@ -353,13 +353,19 @@ void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts) {
     const double a_bytes = double(dtype_size(p.a_type)) * (plan.pack_a ? 2.0 : 0.5);  // read + write, or read
     const double b_bytes = 2.0 * double(dtype_size(p.b_type));
     // C rows that are not whole lines put a line at each N chunk edge in two threads' chunks: every row moves it
-    // between the cores (2 threads, 640x250x8 NT bf16, N chunks: ldc 250 35 us, ldc 256 14 us).
-    const bool c_rows_share_lines = (p.ldc * dtype_size(p.c_type)) % 64 != 0;
+    // between the cores (2 threads, 640x250x8 NT bf16, N chunks: ldc 250 35 us, ldc 256 14 us). Where a K of
+    // one 64-byte step makes writing C the work, whole lines cost the same if a thread's piece of a row is
+    // shorter than a page (2 threads, 1000x640x24 s8 -> s32, 1280-byte pieces: N chunks 62-64 us, M chunks
+    // 30-35; 1024x640x64 66 against 35); with longer K that price turned near-ties the wrong way (1024^3 bf16).
+    const int64_t c_size = dtype_size(p.c_type);
+    const bool c_rows_share_lines = (p.ldc * c_size) % 64 != 0;
+    const bool c_is_the_work = p.k * dtype_size(p.a_type) <= 64;
     auto cost = [&](int64_t m_chunks, int64_t n_chunks) {
         const double rows = double(ceil_div(row_tiles, m_chunks) * L.mr);
         const double cols = double(ceil_div(col_tiles, n_chunks) * plan.nr());
         const double k = double(p.k);
-        const double shared_lines = c_rows_share_lines ? rows * double(std::min<int64_t>(2, n_chunks - 1)) : 0.0;
+        const bool edges_shared = c_rows_share_lines || (c_is_the_work && cols * double(c_size) < 4096.0);
+        const double shared_lines = edges_shared ? rows * double(std::min<int64_t>(2, n_chunks - 1)) : 0.0;
         return 2.0 * rows * cols * k / flops_per_byte + rows * k * a_bytes + cols * k * b_bytes +
                shared_lines * kSharedCLineBytes;
     };
