@@ -2141,66 +2141,66 @@ TEST_CASE("x86 lowp: small batched problems spread over 2-4 threads, exact and b
     }
 }
 
+namespace {
+
+// The planner tests' chip: L1 and L2 as on the machines measured, AMX present.
+jitmm::hw::CpuInfo amx_planner_cpu() {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    cpu.amx_tile = cpu.amx_bf16 = cpu.amx_int8 = true;
+    return cpu;
+}
+
+// A problem with tight leading dimensions, both operands of type `in`.
+jitmm::Problem planner_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm_dtype in, jitmm_dtype out) {
+    jitmm::Problem p;
+    p.m = m; p.n = n; p.k = k;
+    p.trans_a = ta; p.trans_b = tb;
+    p.lda = ta ? m : k; p.ldb = tb ? k : n; p.ldc = n;
+    p.a_type = p.b_type = in;
+    p.c_type = out;
+    return p;
+}
+
+}  // namespace
+
 TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside cache lines and K is short",
           "[x86][lowp][plan]") {
     // N chunks would write the line at each chunk edge from two cores on every row: with a short K that costs
     // more than the products (2 threads, 640x250x8 NT bf16: 35 us over N chunks, 14 over M chunks). Rows of whole
     // lines keep the N split where K is more than one 64-byte step.
-    jitmm::hw::CpuInfo cpu;
-    cpu.l1d_bytes = 48 * 1024;
-    cpu.l2_bytes = 2048 * 1024;
-    cpu.amx_tile = cpu.amx_bf16 = cpu.amx_int8 = true;
-    auto problem = [](int64_t m, int64_t n, int64_t k, int64_t ldc) {
-        jitmm::Problem p;
-        p.m = m; p.n = n; p.k = k;
-        p.trans_b = true;
-        p.lda = k; p.ldb = k; p.ldc = ldc;
-        p.a_type = p.b_type = JITMM_DTYPE_BF16;
-        p.c_type = JITMM_DTYPE_F32;
-        return p;
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    auto bf16_nt = [](int64_t m, int64_t n, int64_t k) {
+        return planner_problem(m, n, k, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
     };
     // (K = 16: a K of 8 runs on converted FMAs, see below; the split is priced the same way there.)
-    const auto shared = jitmm::plan::plan_x86_lowp(problem(640, 250, 16, 250), cpu, X86Isa::amx, 2);
+    const auto shared = jitmm::plan::plan_x86_lowp(bf16_nt(640, 250, 16), cpu, X86Isa::amx, 2);
     INFO(shared.describe());
     CHECK(shared.m_chunks == 2);
     CHECK(shared.n_chunks == 1);
-    const auto whole_lines = jitmm::plan::plan_x86_lowp(problem(640, 256, 64, 256), cpu, X86Isa::amx, 2);
+    const auto whole_lines = jitmm::plan::plan_x86_lowp(bf16_nt(640, 256, 64), cpu, X86Isa::amx, 2);
     CHECK(whole_lines.layout.step == jitmm::plan::LowpStep::amx_bf16);
     INFO(whole_lines.describe());
     CHECK(whole_lines.m_chunks == 1);
     CHECK(whole_lines.n_chunks == 2);
     // Rows of whole lines with a K of one 64-byte step: writing C is the work, and a thread's 1280-byte piece
     // of each row is shorter than a page: M chunks too (s8 1000x640x24: 30-35 us against 62-64).
-    jitmm::Problem short_k = problem(1000, 640, 24, 640);
-    short_k.trans_b = false;
-    short_k.ldb = 640;
-    short_k.a_type = short_k.b_type = JITMM_DTYPE_S8;
-    short_k.c_type = JITMM_DTYPE_S32;
-    const auto c_work = jitmm::plan::plan_x86_lowp(short_k, cpu, X86Isa::amx, 2);
+    const auto c_work = jitmm::plan::plan_x86_lowp(
+        planner_problem(1000, 640, 24, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu, X86Isa::amx, 2);
     INFO(c_work.describe());
     CHECK(c_work.m_chunks == 2);
     // A long K keeps its N chunks (1024^3 bf16 at 2 threads: 1x2 800 us, 2x1 930).
-    jitmm::Problem long_k = problem(1024, 1024, 1024, 1024);
-    long_k.trans_b = false;
-    long_k.ldb = 1024;
-    CHECK(jitmm::plan::plan_x86_lowp(long_k, cpu, X86Isa::amx, 2).n_chunks == 2);
+    CHECK(jitmm::plan::plan_x86_lowp(planner_problem(1024, 1024, 1024, false, false, JITMM_DTYPE_BF16,
+                                                     JITMM_DTYPE_F32),
+                                     cpu, X86Isa::amx, 2)
+              .n_chunks == 2);
 }
 
 TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and threads for a large A",
           "[x86][lowp][plan]") {
-    jitmm::hw::CpuInfo cpu;
-    cpu.l1d_bytes = 48 * 1024;
-    cpu.l2_bytes = 2048 * 1024;
-    cpu.amx_tile = cpu.amx_bf16 = cpu.amx_int8 = true;
-    auto problem = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm_dtype in, jitmm_dtype out) {
-        jitmm::Problem p;
-        p.m = m; p.n = n; p.k = k;
-        p.trans_a = ta; p.trans_b = tb;
-        p.lda = ta ? m : k; p.ldb = tb ? k : n; p.ldc = n;
-        p.a_type = p.b_type = in;
-        p.c_type = out;
-        return p;
-    };
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto problem = planner_problem;
     using jitmm::plan::LowpStep;
     // bf16 with K <= 8 runs on converted f32 FMAs, unless C is large enough for AMX to stream it out.
     const auto short_k = jitmm::plan::plan_x86_lowp(problem(640, 250, 8, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),

@@ -83,10 +83,11 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
         }
     }
     if (best.mr == 0) best = DotTile{1, 1};
-    // JITMM_X86_DOT_TILE=MRxNJ (tuning knob): force the tile where it fits the registers.
-    if (const char* v = std::getenv("JITMM_X86_DOT_TILE")) {
+    // JITMM_X86_DOT_TILE=MRxNJ (tuning knob): force the tile where it fits the registers (and keep it as is).
+    const char* forced_tile = std::getenv("JITMM_X86_DOT_TILE");
+    if (forced_tile != nullptr) {
         DotTile forced{0, 0};
-        if (std::sscanf(v, "%dx%d", &forced.mr, &forced.nj) == 2 && forced.mr >= 1 && forced.nj >= 1 &&
+        if (std::sscanf(forced_tile, "%dx%d", &forced.mr, &forced.nj) == 2 && forced.mr >= 1 && forced.nj >= 1 &&
             x86::dot_tile_fits(L.isa, forced.mr, forced.nj))
             best = forced;
     }
@@ -97,7 +98,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     const double b_bytes = 4.0 * double(p.batch) * double(p.n) * double(p.k);
     const double work = std::max(p.flops() / 1.0e6, b_bytes / (256.0 * 1024));
     const int threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
-    if (threads > 1 && p.batch == 1 && std::getenv("JITMM_X86_DOT_TILE") == nullptr)
+    if (threads > 1 && p.batch == 1 && forced_tile == nullptr)
         best.nj = balanced_tile_width(p.n, best.nj, threads);
     L.mr = best.mr;
     L.nj = best.nj;

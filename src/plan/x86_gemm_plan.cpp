@@ -276,7 +276,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     plan.pack_a = m_tiles > 1 && ((n_tiles > 1 && (a_rows_alias || (!a_small && n_tiles > kMaxInPlaceAPanels))) ||
                                   (p.trans_a && !a_small));
     // JITMM_X86_PACK_A=0/1 forces it (tuning knob).
-    if (const char* v = std::getenv("JITMM_X86_PACK_A")) plan.pack_a = std::atoi(v) != 0 && n_tiles > 1 && m_tiles > 1;
+    if (const char* v = std::getenv("JITMM_X86_PACK_A"))
+        plan.pack_a = std::atoi(v) != 0 && (n_tiles > 1 || p.trans_a) && m_tiles > 1;
     // One column panel of densely stored rows (NN, ldb <= 2 nr) is read front to back in place: packing it
     // would only copy it (64x64x16384 1 thread: +10%), and its K blocks need not be short.
     const bool b_rows_in_place = !p.trans_b && n_tiles == 1 && p.ldb <= 2 * nr;

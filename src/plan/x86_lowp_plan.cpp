@@ -406,14 +406,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.a_scale = p.a_scale;
     L.b_scale = p.b_scale;
     L.int_epilogue = p.c_type == JITMM_DTYPE_S32;
-    // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
-    // of B's column sums.
     // Decode rows times a B stored N x K whose rows are not whole lines miss the swapped AMX path (its tiles read
     // B's rows in place): the VNNI dot products read them in place too, where AMX would pack all of B per call
     // (1x1024x2000 NT s8, what a 1024x2000 matrix times a vector becomes, 1 thread: AMX 97 us, VNNI dot 32).
     if (L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 && !swap_fits(p, L.step) &&
         dot_fits(p, LowpStep::vnni_u8s8, L.isa))
         L.step = LowpStep::vnni_u8s8;
+    // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
+    // of B's column sums.
     const bool shifted = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8;
     L.compensate = shifted || p.a_zero_point != 0;
     if (swap_fits(p, L.step)) return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);

@@ -216,7 +216,7 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
     // The chunk's own A panel, unless its row tiles come packed from the call's shared panels. A stored K x M
     // is packed a group of row tiles at a time (pack_a_f32_transposed_tiles), up to kTransposedAGroupBytes of
     // panels (1 thread: 2048x100x256 TT, 14x32 tiles, 1194-1258 us packed tile by tile, 972-983 by groups).
-    const int64_t panel_floats = ceil_div(std::max<int64_t>(plan_.kc, mr) * plan_.a_panel_ld, 16) * 16;
+    const int64_t panel_floats = a_tile_floats();
     const bool pack_a_groups = plan_.pack_a && !shared_a.panels && p_.trans_a && shared_a.first_tile == 0;
     const int64_t group_tiles =
         pack_a_groups ? std::clamp<int64_t>(kTransposedAGroupBytes / (panel_floats * 4), 1, chunk_tiles) : 1;
