@@ -2258,3 +2258,61 @@ TEST_CASE("x86 lowp: short-K bf16 on converted FMAs and unaligned decode weights
         check_case(e.e, c, rng);
     }
 }
+
+TEST_CASE("x86 lowp planner: AMX with at most four column panels runs all of K in one block", "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool tb, jitmm_dtype in, jitmm_dtype out) {
+        return jitmm::plan::plan_x86_lowp(planner_problem(m, n, k, false, tb, in, out), cpu, X86Isa::amx, 1);
+    };
+    // Few panels: one K block (the A tile streams from L2 beside all of B).
+    const auto skinny = plan(2048, 32, 1024, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+    INFO(skinny.describe());
+    CHECK(skinny.k_blocks(1024) == 1);
+    CHECK(plan(2048, 128, 4096, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32).k_blocks(4096) == 1);
+    CHECK(plan(2048, 100, 8192, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32).k_blocks(8192) == 1);
+    // Sixteen panels keep the A tile in L1 over K blocks; all of B past half of L2 keeps K blocks too.
+    CHECK(plan(2048, 512, 1024, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32).k_blocks(1024) == 2);
+    CHECK(plan(2048, 128, 8192, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32).k_blocks(8192) > 1);
+}
+
+TEST_CASE("x86 lowp AMX: few columns over one long K block, and short K steps over unaligned rows past one M block",
+          "[x86][lowp][amx]") {
+    // The two paths of run_chunk these shapes take: all of K in one block with the A tile read in place or
+    // packed (tails, ld pads, a zero point), and a K of one short step whose 48- or 40-byte rows are read in
+    // place by the tile loads (not 64-byte aligned) over several M blocks. 1 and 2 threads.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("skipped: this CPU has no AMX");
+        return;
+    }
+    std::mt19937 rng(31337);
+    const jitmm_dtype bf16[3] = {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32};
+    const jitmm_dtype s8[3] = {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    const jitmm_dtype u8[3] = {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32};
+    struct Shape {
+        int64_t m, n, k;
+        bool tb;
+        int64_t lda_pad, ldc_pad;
+        int32_t zero_point;
+        const jitmm_dtype (*types)[3];
+    };
+    const Shape shapes[] = {{300, 40, 2100, false, 0, 3, 0, &bf16},  {97, 128, 3000, true, 32, 0, 0, &bf16},
+                            {260, 7, 4500, true, 0, 1, 0, &s8},      {130, 96, 5000, false, 64, 0, 9, &u8},
+                            {3072, 2, 48, false, 0, 0, 0, &s8},      {3000, 5, 40, false, 0, 2, 0, &s8},
+                            {2900, 3, 24, false, 0, 0, 0, &bf16},    {2000, 17, 20, true, 0, 0, 0, &bf16}};
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        for (const Shape& s : shapes) {
+            Case c;
+            set_types(c, *s.types);
+            c.m = s.m;
+            c.n = s.n;
+            c.k = s.k;
+            c.tb = s.tb;
+            c.lda_pad = s.lda_pad;
+            c.ldc_pad = s.ldc_pad;
+            c.zero_point = s.zero_point;
+            INFO("threads " << threads);
+            check_case(e.e, c, rng);
+        }
+    }
+}

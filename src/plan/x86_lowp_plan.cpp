@@ -27,7 +27,8 @@ constexpr int64_t kAmxDecodeRowBytes = 2048;  // AMX K block with one row tile
 constexpr int64_t kAmxDecodeColumns = 2048;   // AMX B block width with one row tile
 constexpr int64_t kAmxDecodePackedBytes = 512 * 1024;  // AMX, one row tile: a K block of packed B up to this
 constexpr int64_t kAmxStreamedCBytes = int64_t(4) << 20;  // AMX: C from this size written non-temporally
-constexpr int64_t kAmxKeptBBytes = 128 * 1024;  // AMX: a K block of packed B up to this is loaded without T1
+constexpr int64_t kAmxKeptBBytes = 128 * 1024;
+constexpr int64_t kAmxFewPanels = 4;  // AMX: N of at most this many 32-column panels runs all of K in one block  // AMX: a K block of packed B up to this is loaded without T1
 // A thread of a batched call (whole batches per thread, nothing packed twice) for at least this much work:
 // the fan-out is all it costs. AMX, 2 threads against 1, median us (x86 lowp: bf16 / s8): 1 MFLOP in all lost
 // (64x64x64 x 2: 1.3 -> 2.0-3.0 / 1.0 -> 1.9-2.9), 2 MFLOP broke even (64x64x64 x 4 2.6 -> 3.0-3.1 / 2.4 -> 2.5-2.6,
@@ -496,6 +497,19 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
                                                               kAmxStepBytes, 4 * kAmxStepBytes, kAmxDecodeRowBytes);
             kc_limit = row_bytes / esz;
             decode = true;
+        }
+        // Few column panels: an A tile serves at most kAmxFewPanels products per K step, so keeping it in L1
+        // across them saves little, while K blocks cost what A's reading from memory is: each row's K blocks are
+        // read in separate passes over the M block (streams the prefetchers lose), and the sums make strip round
+        // trips. All of K then goes in one block, the A tile streaming from L2 beside the whole B (which must fit
+        // in half of L2, else N blocks would read A from memory again). 1 thread, median us, bf16 K blocks ->
+        // one: 2048x32x1024 627 -> 329, 2048x8x1024 539 -> 294, 2048x128x1024 815 -> 591, 2048x32x4096 NT
+        // 2330 -> 1167, 2048x128x4096 NT 3258 -> 2422, 512x128x4096 NT 1072 -> 658; 8 panels mixed (2048x256x1024
+        // 1181 -> 896, 2048x256x4096 NT 5267 -> 5854), 16 lost (2048x512x1024 1692 -> 1894).
+        const int64_t all_k_b_bytes = round_up(p.n, 32) * round_up(ceil_div(p.k, int64_t(g)), 16) * 4;
+        if (!decode && ceil_div(p.n, int64_t(32)) <= kAmxFewPanels && all_k_b_bytes <= l2 / 2) {
+            kc_limit = round_up(p.k, kc_unit);
+            long_k = true;
         }
     } else {
         const TileShape t = choose_tile(p, L.step, L.isa >= hw::X86Isa::avx512);

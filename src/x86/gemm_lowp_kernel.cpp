@@ -321,8 +321,12 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     const int64_t block_groups = panel_groups(L, plan_.kc);  // every K block's panels are this far apart
     const int64_t block_bytes = block_groups * nc_pad * 4;
 
-    // AMX tile rows must be whole cache lines: an A in place that is not 64-byte aligned is packed too.
-    const bool misaligned = reinterpret_cast<uintptr_t>(ch.a) % 64 != 0 || (p_.lda * a_size) % 64 != 0;
+    // AMX tile rows should be whole cache lines: an A in place that is not 64-byte aligned is packed too, except
+    // where K goes in short steps (plan::amx_k_step_bytes), as in run_small: copying the rows costs more than the
+    // split loads (3072x2x48 s8, 1 thread: the copy took a third of the call).
+    const bool short_k = amx && k_blocks_ == 1 && plan::amx_k_step_bytes(L.step, p_.k) < 64;
+    const bool misaligned =
+        !short_k && (reinterpret_cast<uintptr_t>(ch.a) % 64 != 0 || (p_.lda * a_size) % 64 != 0);
     const bool pack_a = plan_.pack_a || (amx && misaligned);
     // A chunk of one M block (decode rows, or a thread's few row tiles) uses each K block of packed B once, right
     // after packing it: packed block by block into one buffer, it stays in L2 instead of going through memory
