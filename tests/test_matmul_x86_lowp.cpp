@@ -2190,6 +2190,15 @@ TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside ca
         planner_problem(1000, 640, 24, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu, X86Isa::amx, 2);
     INFO(c_work.describe());
     CHECK(c_work.m_chunks == 2);
+    // K under 1 KB and a C past half of L2: the L2 streamer takes the neighbour's lines of each row, M chunks
+    // (s8 784x512x128: 55 us over N chunks, 32 over M); a C that stays in L2 keeps its N chunks (256^3 s8).
+    const auto streamer = jitmm::plan::plan_x86_lowp(
+        planner_problem(784, 512, 128, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu, X86Isa::amx, 2);
+    INFO(streamer.describe());
+    CHECK(streamer.m_chunks == 2);
+    CHECK(jitmm::plan::plan_x86_lowp(planner_problem(256, 256, 256, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32),
+                                     cpu, X86Isa::amx, 2)
+              .n_chunks == 2);
     // A long K keeps its N chunks (1024^3 bf16 at 2 threads: 1x2 800 us, 2x1 930).
     CHECK(jitmm::plan::plan_x86_lowp(planner_problem(1024, 1024, 1024, false, false, JITMM_DTYPE_BF16,
                                                      JITMM_DTYPE_F32),

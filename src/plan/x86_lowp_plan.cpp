@@ -345,8 +345,10 @@ constexpr int64_t kAmxATileWaysPerSet = 8;
 // A C line written by two threads, in the split's unit (bytes packed): ~100 cycles of a line moving between
 // cores, at ~10 bytes packed a cycle.
 constexpr double kSharedCLineBytes = 1000;
+// Below this many bytes of an A row (K), an N chunk edge within a page of C is priced like a shared line.
+constexpr int64_t kSharedCPageMaxKBytes = 1024;
 
-void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts) {
+void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts, int64_t l2) {
     const LowpLayout& L = plan.layout;
     const int64_t row_tiles = ceil_div(p.m, int64_t(L.mr)), col_tiles = ceil_div(p.n, int64_t(plan.nr()));
     const bool amx = step_is_amx(L.step);
@@ -354,13 +356,22 @@ void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts) {
     const double a_bytes = double(dtype_size(p.a_type)) * (plan.pack_a ? 2.0 : 0.5);  // read + write, or read
     const double b_bytes = 2.0 * double(dtype_size(p.b_type));
     // C rows that are not whole lines put a line at each N chunk edge in two threads' chunks: every row moves it
-    // between the cores (2 threads, 640x250x8 NT bf16, N chunks: ldc 250 35 us, ldc 256 14 us). Where a K of
-    // one 64-byte step makes writing C the work, whole lines cost the same if a thread's piece of a row is
-    // shorter than a page (2 threads, 1000x640x24 s8 -> s32, 1280-byte pieces: N chunks 62-64 us, M chunks
-    // 30-35; 1024x640x64 66 against 35); with longer K that price turned near-ties the wrong way (1024^3 bf16).
+    // between the cores (2 threads, 640x250x8 NT bf16, N chunks: ldc 250 35 us, ldc 256 14 us). Whole lines cost
+    // about the same where a thread's piece of a row is shorter than a page: the L2 streamer, following one
+    // thread's stores along the page, fetches the next thread's lines for ownership (the tile stores of an N
+    // split were where its time went). It shows while K is short enough for C to be a large part of the work:
+    // 2 threads, median us, N chunks -> M chunks: s8 784x512x128 55 -> 33, 512x512x128 35 -> 22, 784x512x256
+    // 61 -> 39, 1024x512x512 120 -> 96, 384x768x768 NT 88 -> 82; bf16 784x512x128 64 -> 42, 1500x384x384 NT 188
+    // -> 145, 1024x512x512 214 -> 186; at 1 KB of K the N split won (s8 1024^3 316 against 341, bf16 768^2 NT
+    // 552 against 588), and the price turned near-ties the wrong way there (1024^3 bf16). A C that stays in the
+    // cores' L2 from call to call moves no lines (2 threads, 256^3 s8 and bf16 and 196x384x64 bf16 measured
+    // 12-19% slower split by rows), and C written non-temporally (amx_c_streamed) reads none for ownership.
+    const int64_t a_row_bytes = p.k * dtype_size(p.a_type);
     const int64_t c_size = dtype_size(p.c_type);
+    const double c_bytes = double(p.m) * double(p.n) * double(c_size);
     const bool c_rows_share_lines = (p.ldc * c_size) % 64 != 0;
-    const bool c_is_the_work = p.k * dtype_size(p.a_type) <= 64;
+    const bool c_is_the_work =
+        a_row_bytes <= 64 || (a_row_bytes < kSharedCPageMaxKBytes && !L.amx_c_streamed && c_bytes >= double(l2) / 2);
     auto cost = [&](int64_t m_chunks, int64_t n_chunks) {
         const double rows = double(ceil_div(row_tiles, m_chunks) * L.mr);
         const double cols = double(ceil_div(col_tiles, n_chunks) * plan.nr());
@@ -454,6 +465,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     int64_t kc_limit = 0;   // elements: the A tile (mr x kc) stays in L1 while the B panels stream past it
     bool long_k = false;    // AMX: 4 KB K blocks, the B block gets half of L2
     bool decode = false;    // AMX, one row tile: 2 KB K blocks, B blocks of kAmxDecodeColumns
+    bool few_panels = false;  // AMX, N of at most kAmxFewPanels panels: all of K in one block, A in place
     if (amx) {
         L.mr = 32;
         L.nv = 2;
@@ -510,6 +522,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         if (!decode && ceil_div(p.n, int64_t(32)) <= kAmxFewPanels && all_k_b_bytes <= l2 / 2) {
             kc_limit = round_up(p.k, kc_unit);
             long_k = true;
+            few_panels = true;
         }
     } else {
         const TileShape t = choose_tile(p, L.step, L.isa >= hw::X86Isa::avx512);
@@ -594,7 +607,9 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // 1125 -> 1028, bf16 1024x128x2048 751 -> 593. Past one N block the kept panels serve them all, and in place
     // measured 2048x4096x4096 NT bf16 69.3 -> 74.2 ms (s8 and 2048x2048x4096 s8 even).
     const char* forced_in_place = std::getenv("JITMM_X86_LOWP_A_IN_PLACE");  // 1: skip the set test (measurements)
-    const bool a_tile_streams = int64_t(L.mr) * plan.kc * esz > l1 && p.n <= plan.nc;
+    // With few panels the A tile serves too few products for its copy to pay, wherever its lines fall (1 thread,
+    // median us, packed -> in place: s8 784x128x1152 97 -> 73, bf16 3136x64x576 439 -> 397).
+    const bool a_tile_streams = (int64_t(L.mr) * plan.kc * esz > l1 || few_panels) && p.n <= plan.nc;
     if (amx && !amx_short_k &&
         (a_row_bytes % 64 != 0 ||
          ((forced_in_place == nullptr || forced_in_place[0] != '1') && !a_tile_streams &&
@@ -607,7 +622,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
-    choose_split(p, plan, per_batch);
+    choose_split(p, plan, per_batch, l2);
     // JITMM_X86_LOWP_SPLIT=MxN forces the chunks of a batch (tuning knob; clamped to the tiles and the threads).
     if (const char* forced = std::getenv("JITMM_X86_LOWP_SPLIT")) {
         int mcs = 0, ncs = 0;
