@@ -81,8 +81,11 @@ double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bo
     if (in.a_in_place_large) pack += double(rows * in.mr) * k * kReadInPlaceACycles;
     if (in.pack_b) pack += double(cols * in.nr) * k * (in.trans_b ? kPackBTransposedCycles : kPackBCycles);
     const double stream = in.b_from_memory ? double(cols * in.nr) * k * kStreamBCycles : 0.0;
-    // The rows a task writes, each meeting its neighbours' columns in a line at both ends of its chunk.
-    const double shared_c_lines = in.c_rows_share_lines && n_chunks > 1
+    // The rows a task writes, each meeting its neighbours' columns in a line at both ends of its chunk. Where
+    // writing C is the work, rows of whole lines cost as much: the cores' stores meet along every row of C
+    // (2 threads, median us, N chunks -> M chunks: 2048x4096x16 NT 1192 -> 866-925, 784x192x32 33.5 -> 28.8,
+    // 256x256x32 16.2 -> 13.6; at K = 64 the N chunks won: 256x1024x64 NT 98 against 106).
+    const double shared_c_lines = (in.c_rows_share_lines || in.c_is_the_work) && n_chunks > 1
                                       ? double(rows * in.mr) * double(ceil_div(in.k, in.kc)) * std::min(2, n_chunks - 1)
                                       : 0.0;
     pack += shared_c_lines * kSharedCLineCycles;

@@ -21,6 +21,7 @@ struct PartitionInput {
     int threads = 1;
     int64_t m = 1, n = 1;              // C's extent (the K split's finish pass adds its parts)
     bool c_rows_share_lines = false;   // C's row stride is not whole cache lines: N chunks meet inside lines
+    bool c_is_the_work = false;        // K so short that writing C is the work: N chunk edges cost as if shared
     int64_t k_parts_max = 1;           // > 1: K may also be cut into up to this many parts of whole K blocks
 };
 

@@ -58,6 +58,8 @@ constexpr int64_t kMaxSharedABytesOneThread = 128ll << 20;
 
 // A K-split part covers at least this much of K (its partial tile costs a store and a reload).
 constexpr int64_t kMinSplitK = 512;
+// Up to this many bytes of an A row (K), writing C is the work (PartitionInput::c_is_the_work).
+constexpr int64_t kCIsTheWorkKBytes = 128;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -409,6 +411,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         in.kc = plan.kc;
         in.nc = plan.nc;
         in.c_rows_share_lines = (p.ldc * 4) % 64 != 0;
+        in.c_is_the_work = p.k * 4 <= kCIsTheWorkKBytes;
         in.pack_a = plan.pack_a;
         in.a_in_place_large = !plan.pack_a && !a_small;
         in.pack_b = plan.pack_b;
