@@ -366,12 +366,14 @@ void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts, int64_t l2
     // 552 against 588), and the price turned near-ties the wrong way there (1024^3 bf16). A C that stays in the
     // cores' L2 from call to call moves no lines (2 threads, 256^3 s8 and bf16 and 196x384x64 bf16 measured
     // 12-19% slower split by rows), and C written non-temporally (amx_c_streamed) reads none for ownership.
+    // Measured at 2 threads only: at 16 (the GPU machine's host) the N chunks still won, s8 784x512x128 7x2
+    // 13-16 us against 13x1 17-26, where every thread packing all of B costs more than priced.
     const int64_t a_row_bytes = p.k * dtype_size(p.a_type);
     const int64_t c_size = dtype_size(p.c_type);
     const double c_bytes = double(p.m) * double(p.n) * double(c_size);
     const bool c_rows_share_lines = (p.ldc * c_size) % 64 != 0;
-    const bool c_is_the_work =
-        a_row_bytes <= 64 || (a_row_bytes < kSharedCPageMaxKBytes && !L.amx_c_streamed && c_bytes >= double(l2) / 2);
+    const bool c_is_the_work = a_row_bytes <= 64 || (parts <= 2 && a_row_bytes < kSharedCPageMaxKBytes &&
+                                                     !L.amx_c_streamed && c_bytes >= double(l2) / 2);
     auto cost = [&](int64_t m_chunks, int64_t n_chunks) {
         const double rows = double(ceil_div(row_tiles, m_chunks) * L.mr);
         const double cols = double(ceil_div(col_tiles, n_chunks) * plan.nr());
