@@ -388,11 +388,16 @@ TEST_CASE("x86 f32: small problems with a transposed B in one call over B transp
         CHECK(plan.single_call);
         CHECK(plan.pack_b);
         CHECK(plan.layout.b_prefetch_runs == 0);
-        CHECK_FALSE(jitmm::plan::dot_family_serves(p, plan));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
         p.m = 4;
-        CHECK(jitmm::plan::dot_family_serves(p, jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1)));
+        CHECK(jitmm::plan::dot_family_serves(p));
         p.m = 16; p.n = 128; p.k = 128; p.lda = 128; p.ldb = 128; p.ldc = 128;
-        CHECK(jitmm::plan::dot_family_serves(p, jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1)));
+        CHECK(jitmm::plan::dot_family_serves(p));
+        // A short K over 6 or more rows goes to the broadcast family at any N (8x1536x24: 19 -> 10 us).
+        p.m = 8; p.n = 1536; p.k = 24; p.lda = 24; p.ldb = 24; p.ldc = 1536;
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
+        p.m = 5;
+        CHECK(jitmm::plan::dot_family_serves(p));
         // Many tiles: the single call's inline code would cost JIT time; the driver's variants serve it.
         p.m = 64; p.n = 64; p.k = 64; p.lda = 64; p.ldb = 64; p.ldc = 64;
         CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1).single_call);
@@ -579,7 +584,7 @@ jitmm::Problem plain_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb) 
 int planned_k_splits(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm::hw::X86Isa isa, int threads) {
     const jitmm::Problem p = plain_problem(m, n, k, ta, tb);
     const auto gemm = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, threads);
-    if (jitmm::plan::dot_family_serves(p, gemm)) return jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), isa, threads).k_splits;
+    if (jitmm::plan::dot_family_serves(p)) return jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), isa, threads).k_splits;
     return gemm.k_splits;
 }
 
@@ -759,7 +764,7 @@ TEST_CASE("x86 f32: K parts x N chunks over threads", "[x86][matmul][ksplit]") {
                     c.bias_layout = (it % 3 == 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
                     const jitmm::Problem p = plain_problem(c.m, c.n, c.k, c.ta, c.tb);
                     const auto plan = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), tier.isa, threads);
-                    if (!jitmm::plan::dot_family_serves(p, plan) && plan.k_splits > 1 && plan.n_chunks > 1) ++k_by_n;
+                    if (!jitmm::plan::dot_family_serves(p) && plan.k_splits > 1 && plan.n_chunks > 1) ++k_by_n;
                     check_case(e, c, rng);
                 }
             }

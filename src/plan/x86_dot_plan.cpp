@@ -47,12 +47,19 @@ int balanced_tile_width(int64_t n, int widest, int threads) {
 
 bool dot_family_fits(const Problem& p) { return p.trans_b && !p.trans_a && p.m <= 16; }
 
-// Measured at 1 thread against the dot kernel (0.41 -> 0.16 us at 16x16x16, 0.45 -> 0.32 at 8x32x32, 1.9 ->
-// 1.2 at 16x64x64), where the transpose is a small part of the call; fewer rows (1x64x64: 0.18 -> 0.54 us,
-// 4x16x16: 0.15 -> 0.16) or a longer K (16x128x128: 4.9 -> 5.1) read B once either way and keep the dot kernel.
-bool dot_family_serves(const Problem& p, const X86GemmPlan& gemm) {
+// A K of a few vectors leaves each dot product mostly its lane reduction: from 6 rows the GEMM family's packed
+// (transposed) B serves it better, small calls or not. 1 thread, median us, dot -> GEMM: 16x16x16 0.41 -> 0.16
+// (when first measured), 6x2048x32 17.4 -> 13.1, 7x1000x64 12.1 -> 11.3, 8x1536x24 19.1 -> 9.8, 16x1024x32 24.8
+// -> 10.9, 16x512x64 14.6 -> 9.2, 12x3000x40 59.5 -> 32.5. Fewer rows (4x4096x64 30 -> 48, 1x4096x16 5.6 -> 14.3)
+// or a longer K (8x4096x128 251 -> 276, 8x2048x96 even) read B once either way and keep the dot kernel.
+constexpr int64_t kDotMinRowsShortK = 6;
+constexpr int64_t kDotShortK = 64;
+
+bool dot_family_serves(const Problem& p) {
     if (!dot_family_fits(p)) return false;
-    return !(gemm.single_call && gemm.pack_b && p.m >= 8 && p.k <= 64);
+    const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead (measurements)
+    if (env != nullptr && env[0] == '0') return false;
+    return !(p.m >= kDotMinRowsShortK && p.k <= kDotShortK);
 }
 
 X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {

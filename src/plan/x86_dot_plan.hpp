@@ -27,10 +27,9 @@ struct X86DotPlan {
 // contiguously, instead of being transposed into panels.
 bool dot_family_fits(const Problem& p);
 
-// Whether the dot family serves p, given the broadcast family's plan for it: it fits, and p is not a small
-// problem of 8 rows or more and a short K that the broadcast family runs as one generated call over B
-// transposed whole (there the dot kernel's horizontal sums cost more than the transpose).
-bool dot_family_serves(const Problem& p, const X86GemmPlan& gemm);
+// Whether the dot family serves p rather than the broadcast family: it fits, and p is not a K of at most 64
+// values over 6 rows or more (there the dot kernel's horizontal sums cost more than packing B transposed).
+bool dot_family_serves(const Problem& p);
 
 // The tile width, from `widest` down to half of it, whose whole tiles shared out over `threads` leave the
 // slowest thread the fewest of n's columns, where that is at least 5% fewer than `widest` leaves it (ties to
