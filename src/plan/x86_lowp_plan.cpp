@@ -219,10 +219,20 @@ constexpr int64_t kSwapMaxRows = 256;
 // normal: 64^3 NT s8 2393 -> 782-804).
 constexpr int64_t kSwapMinBBytes = 16 * 1024;
 
+// And K must be long for the rows: the swapped calls gather every C row out of their transposed blocks (about a
+// cycle per C value), where the normal order packs B (a fraction of a cycle per byte of B): the swap pays from
+// about 3 bytes of K per row of C. 1 thread, median us, swapped -> normal: bf16 77x128x96 3.9 -> 2.5, 64x1536x64
+// 22.9 -> 19.9, s8 77x256x128 6.1 -> 3.6, 128x1024x256 36 -> 29; kept swapped: bf16 16x4096x128 27 (normal 49),
+// 32x4096x256 242 (368), 128x2048x512 360 (392), s8 64x2048x512 56 (71); even: bf16 96x96x512, 200x768x768.
+constexpr int64_t kSwapMinKBytesPerRow = 3;
+
 bool swap_fits(const Problem& p, LowpStep step) {
+    const char* env = std::getenv("JITMM_X86_LOWP_SWAP");  // 0: the normal roles (measurements)
+    if (env != nullptr && env[0] == '0') return false;
     const int64_t b_row_bytes = p.ldb * dtype_size(p.b_type);
     return step_is_amx(step) && p.trans_b && p.m <= kSwapMaxRows && p.n >= 64 && p.a_zero_point == 0 &&
-           b_row_bytes % 64 == 0 && p.n * p.k * dtype_size(p.b_type) > kSwapMinBBytes;
+           b_row_bytes % 64 == 0 && p.n * p.k * dtype_size(p.b_type) > kSwapMinBBytes &&
+           p.k * dtype_size(p.b_type) >= kSwapMinKBytesPerRow * p.m;
 }
 
 X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_threads) {
