@@ -2341,3 +2341,22 @@ TEST_CASE("x86 lowp planner: the AMX roles swap for few rows only over a K long 
     CHECK(swapped(128, 4096, 4096, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));
     CHECK(swapped(64, 2048, 512, JITMM_DTYPE_S8, JITMM_DTYPE_S32));
 }
+
+TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on VNNI below AMX", "[x86][lowp][plan]") {
+    // Writing C is the work there, and vpdpbusd's stores stream where the AMX panels drain every block (u8
+    // 512x512x8, 1 thread: AMX 31 us, VNNI 19). An s8 A (shift and column sums) only at two k groups and a wide C.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    const auto step = [&](int64_t m, int64_t n, int64_t k, jitmm_dtype a) {
+        jitmm::Problem p = planner_problem(m, n, k, false, false, a, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout.step;
+    };
+    CHECK(step(512, 512, 8, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(1024, 1024, 32, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(512, 512, 8, JITMM_DTYPE_S8) == LowpStep::vnni_u8s8);
+    CHECK(step(512, 512, 48, JITMM_DTYPE_U8) == LowpStep::amx_int8);     // a longer K
+    CHECK(step(64, 64, 32, JITMM_DTYPE_U8) == LowpStep::amx_int8);       // a small C
+    CHECK(step(1000, 48, 4, JITMM_DTYPE_S8) == LowpStep::amx_int8);      // s8 A over a narrow C
+    CHECK(step(200, 1000, 12, JITMM_DTYPE_S8) == LowpStep::amx_int8);    // s8 A past two k groups
+}

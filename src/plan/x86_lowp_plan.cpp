@@ -109,6 +109,10 @@ bool avx_vnni_usable(const hw::CpuInfo& cpu, hw::X86Isa isa) {
     return env == nullptr || env[0] != '0';
 }
 
+// int8 with K up to this over a C of at least kShortKVnniMinC values runs on VNNI rather than AMX (choose_step).
+constexpr int64_t kShortKVnniMaxK = 32;
+constexpr double kShortKVnniMinC = 16384;
+
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 8;
 
@@ -120,7 +124,18 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 541-559; u8 32^3 381-400 -> 547-578.
         const double tiny_mnk = p.a_type == JITMM_DTYPE_S8 ? 16.0 * 16 * 16 : 32.0 * 32 * 32;
         const bool tiny = double(p.m) * double(p.n) * double(p.k) <= tiny_mnk;
-        if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8)) return LowpStep::amx_int8;
+        // A K of at most 32 bytes over a C of kShortKVnniMinC values or more: writing C is the work, and the AMX
+        // panels, a K step each, drain every 32 x 32 block (products, then stores, then the next loads) where
+        // vpdpbusd's stores stream. A u8 A is read as it is; an s8 A pays its +128 shift and column sums, which
+        // pay only at a K of two k groups and a wide C. 1 thread, median us, AMX -> VNNI: u8 512x512x8 33 ->
+        // 19, 512x512x32 35 -> 27, 1024^2x32 182 -> 156, 640^2x6 44 -> 38, 3136x256x16 137 -> 125; s8 512x512x8
+        // 34 -> 24, 77x640x3 6.2 -> 4.3. Kept AMX: u8 512x512x48 33 (VNNI 37), 64x64x32 0.2 (0.5); s8 1000x48x4
+        // 3.8 (6.2), 3072x12x5 9 (10), 200x1000x12 22 (24).
+        const double c_values = double(p.m) * double(p.n) * double(p.batch);
+        const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK && c_values >= kShortKVnniMinC &&
+                                  (p.a_type == JITMM_DTYPE_U8 || (p.k <= 8 && p.n >= 256));
+        if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni)
+            return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
         if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm
         return LowpStep::madd_s16;
