@@ -27,8 +27,8 @@ constexpr int64_t kAmxDecodeRowBytes = 2048;  // AMX K block with one row tile
 constexpr int64_t kAmxDecodeColumns = 2048;   // AMX B block width with one row tile
 constexpr int64_t kAmxDecodePackedBytes = 512 * 1024;  // AMX, one row tile: a K block of packed B up to this
 constexpr int64_t kAmxStreamedCBytes = int64_t(4) << 20;  // AMX: C from this size written non-temporally
-constexpr int64_t kAmxKeptBBytes = 128 * 1024;
-constexpr int64_t kAmxFewPanels = 4;  // AMX: N of at most this many 32-column panels runs all of K in one block  // AMX: a K block of packed B up to this is loaded without T1
+constexpr int64_t kAmxKeptBBytes = 128 * 1024;  // AMX: a K block of packed B up to this is loaded without T1
+constexpr int64_t kAmxFewPanels = 4;  // AMX: N of at most this many 32-column panels runs all of K in one block
 // A thread of a batched call (whole batches per thread, nothing packed twice) for at least this much work:
 // the fan-out is all it costs. AMX, 2 threads against 1, median us (x86 lowp: bf16 / s8): 1 MFLOP in all lost
 // (64x64x64 x 2: 1.3 -> 2.0-3.0 / 1.0 -> 1.9-2.9), 2 MFLOP broke even (64x64x64 x 4 2.6 -> 3.0-3.1 / 2.4 -> 2.5-2.6,
