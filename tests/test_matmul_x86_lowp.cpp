@@ -2175,7 +2175,7 @@ TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside ca
     auto bf16_nt = [](int64_t m, int64_t n, int64_t k) {
         return planner_problem(m, n, k, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
     };
-    // (K = 16: a K of 8 runs on converted FMAs, see below; the split is priced the same way there.)
+    // (K = 16: a K of 4 runs on converted FMAs, see below; the split is priced the same way there.)
     const auto shared = jitmm::plan::plan_x86_lowp(bf16_nt(640, 250, 16), cpu, X86Isa::amx, 2);
     INFO(shared.describe());
     CHECK(shared.m_chunks == 2);
@@ -2212,13 +2212,17 @@ TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and thr
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     const auto problem = planner_problem;
     using jitmm::plan::LowpStep;
-    // bf16 with K <= 8 runs on converted f32 FMAs, unless C is large enough for AMX to stream it out.
-    const auto short_k = jitmm::plan::plan_x86_lowp(problem(640, 250, 8, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
+    // bf16 with K <= 4 runs on converted f32 FMAs, unless C is large enough for AMX to stream it out; K = 5-8
+    // on AMX.
+    const auto short_k = jitmm::plan::plan_x86_lowp(problem(640, 250, 4, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
                                                     cpu, X86Isa::amx, 1);
     CHECK(short_k.layout.step == LowpStep::fma_f32);
-    const auto big_c = jitmm::plan::plan_x86_lowp(problem(1536, 1024, 8, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
+    const auto big_c = jitmm::plan::plan_x86_lowp(problem(1536, 1024, 4, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
                                                   cpu, X86Isa::amx, 1);
     CHECK(big_c.layout.step == LowpStep::amx_bf16);
+    CHECK(jitmm::plan::plan_x86_lowp(problem(3072, 160, 6, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32), cpu,
+                                     X86Isa::amx, 1)
+              .layout.step == LowpStep::amx_bf16);
     CHECK(jitmm::plan::plan_x86_lowp(problem(1000, 640, 16, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32), cpu,
                                      X86Isa::amx, 1)
               .layout.step == LowpStep::amx_bf16);
@@ -2253,7 +2257,7 @@ TEST_CASE("x86 lowp: short-K bf16 on converted FMAs and unaligned decode weights
         bool ta, tb;
         const jitmm_dtype (*types)[3];
     };
-    const Shape shapes[] = {{640, 250, 8, false, true, &bf16},  {1024, 77, 2, true, false, &bf16},
+    const Shape shapes[] = {{640, 250, 4, false, true, &bf16},  {1024, 77, 2, true, false, &bf16},
                             {197, 300, 1, false, false, &bf16}, {1, 1024, 2000, false, true, &s8},
                             {3, 700, 1000, false, true, &s8},   {1024, 1, 2000, false, false, &s8},
                             {2304, 2, 768, true, true, &s8}};

@@ -114,7 +114,7 @@ constexpr int64_t kShortKVnniMaxK = 32;
 constexpr double kShortKVnniMinC = 16384;
 
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
-constexpr int64_t kBf16MaxFmaK = 8;
+constexpr int64_t kBf16MaxFmaK = 4;
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
@@ -145,11 +145,14 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // (ldtilecfg alone ~130 TSC): 1 thread, TSC per C API call, AMX -> vdpbf16ps: 8^3 453 -> 274,
         // 16^3 519 -> 369; 23^3 598 -> 1216 stays AMX.
         const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 16.0 * 16 * 16;
-        // A K of a few values fills a quarter or less of the 32 a tile product takes, and C is the work: the
-        // converted f32 FMAs run it faster (1 thread, median us, AMX -> fma_f32: 640x250x8 NT 27.3 -> 22.4,
-        // 1024x77x2 TN 22.3 -> 14.5, 197x2304x1 54.5 -> 40.7; K = 16 stays AMX: 1000x640x16 104 against 128),
-        // unless AMX streams C out non-temporally (1536x1024x8, 6 MB of f32 C, 2 threads: 0.72x oneDNN on
-        // the FMAs, 1.45x on AMX).
+        // A K of a few values fills an eighth or less of the 32 a tile product takes, and C is the work: the
+        // converted f32 FMAs run it faster (1 thread, median us, AMX -> fma_f32: 1024x77x2 TN 22.3 -> 14.5 (now
+        // 17.7 -> 14.4), 197x2304x1 54.5 -> 40.7, 1024x77x3 18.4 -> 13.0, 77x640x3 5.7 -> 4.1, 300x300x4 11.3
+        // -> 10.7), unless AMX streams C out non-temporally (1536x1024x8, 6 MB of f32 C, 2 threads: 0.72x
+        // oneDNN on the FMAs, 1.45x on AMX). It was K <= 8 until the AMX path read short-stepped A rows in place
+        // at any alignment: since then K = 5-8 runs faster on AMX (3072x12x5 18.1 -> 8.6, 256x64x8 x6 14.8 ->
+        // 9.7, 128x128x8 x12 25.7 -> 18.1, 3072x160x6 77 -> 46, 100x1000x8 NT 15.6 -> 11.5; 640x250x8 NT 21.7
+        // -> 22-25), and K <= 4 measured mixed (256x64x4 x6 14.1 -> 9.1, 1000x1000x2 186 -> 166).
         const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
         if (p.k <= kBf16MaxFmaK && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
             return LowpStep::fma_f32;
