@@ -2364,3 +2364,22 @@ TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on 
     CHECK(step(1000, 48, 4, JITMM_DTYPE_S8) == LowpStep::amx_int8);      // s8 A over a narrow C
     CHECK(step(200, 1000, 12, JITMM_DTYPE_S8) == LowpStep::amx_int8);    // s8 A past two k groups
 }
+
+TEST_CASE("x86 lowp planner: VNNI dot products for decode rows only where K is more than their reductions",
+          "[x86][lowp][plan]") {
+    // A K of one vector over 6 rows or more (half a vector over 4) is B packed; fewer rows read B in place.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto dot = [&](int64_t m, int64_t n, int64_t k, jitmm_dtype a, X86Isa isa) {
+        jitmm::Problem p = planner_problem(m, n, k, false, true, a, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        const auto plan = jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+        INFO(plan.describe());
+        return plan.layout.dot_nt;
+    };
+    CHECK_FALSE(dot(16, 2048, 32, JITMM_DTYPE_U8, X86Isa::amx));
+    CHECK_FALSE(dot(4, 4096, 16, JITMM_DTYPE_U8, X86Isa::amx));
+    CHECK_FALSE(dot(12, 3000, 24, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
+    CHECK(dot(2, 4096, 32, JITMM_DTYPE_U8, X86Isa::amx));
+    CHECK(dot(4, 4096, 64, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
+    CHECK(dot(16, 4096, 4096, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
+}

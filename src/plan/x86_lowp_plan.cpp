@@ -300,13 +300,24 @@ constexpr int64_t kDotMaxRows = 16;
 // 870 -> 446, u8 782 -> 178; 8^3 NT s8 965 -> 270, u8 309 -> 136).
 constexpr int64_t kDotMinBBytes = 16 * 1024;
 
+// A K of one 64-byte vector over 6 rows or more (4 from half a vector) leaves each dot product mostly its lane
+// reduction, as in the f32 dot family: B packed serves it better (1 thread, median us, dot -> packed: VNNI tier s8
+// 16x2048x32 NT 31.9 -> 12.3, 12x3000x24 34.5 -> 19.9, 16x1024x64 15.0 -> 10.1; AMX tier u8 -> f32 8x2560x10
+// 18.2 -> 8.4, 16x2048x32 29.5 -> 5.1, 4x4096x16 14.7 -> 3.1, 5x4096x32 20.0 -> 5.7). Fewer rows keep the dot
+// products (s8 4x4096x64 15.2 against 31.0, u8 2x4096x32 6.5 against 10.2, 3x4096x16 even).
+constexpr int64_t kDotMinRowsShortK = 6;
+constexpr int64_t kDotMinRowsHalfK = 4;
+
 bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
     if (env != nullptr && env[0] == '0') return false;
+    const int64_t k_bytes = p.k * dtype_size(p.b_type);
+    const bool reductions_dominate =
+        (k_bytes <= 64 && p.m >= kDotMinRowsShortK) || (k_bytes <= 32 && p.m >= kDotMinRowsHalfK);
     // zmm and mask registers: the AVX-512 VNNI tiers only (AVX-VNNI at avx2 packs B).
     return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows &&
-           p.a_zero_point == 0 && p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) &&
-           p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes;
+           !reductions_dominate && p.a_zero_point == 0 &&
+           p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) && p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes;
 }
 
 X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
