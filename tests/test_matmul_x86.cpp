@@ -389,7 +389,7 @@ TEST_CASE("x86 f32: small problems with a transposed B in one call over B transp
         CHECK(plan.pack_b);
         CHECK(plan.layout.b_prefetch_runs == 0);
         CHECK_FALSE(jitmm::plan::dot_family_serves(p));
-        p.m = 4;
+        p.m = 2;
         CHECK(jitmm::plan::dot_family_serves(p));
         p.m = 16; p.n = 128; p.k = 128; p.lda = 128; p.ldb = 128; p.ldc = 128;
         CHECK(jitmm::plan::dot_family_serves(p));
@@ -397,6 +397,10 @@ TEST_CASE("x86 f32: small problems with a transposed B in one call over B transp
         p.m = 8; p.n = 1536; p.k = 24; p.lda = 24; p.ldb = 24; p.ldc = 1536;
         CHECK_FALSE(jitmm::plan::dot_family_serves(p));
         p.m = 5;
+        CHECK(jitmm::plan::dot_family_serves(p));
+        p.k = 16; p.lda = 16; p.ldb = 16;  // one vector of K: from 3 rows
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
+        p.m = 2;
         CHECK(jitmm::plan::dot_family_serves(p));
         // Many tiles: the single call's inline code would cost JIT time; the driver's variants serve it.
         p.m = 64; p.n = 64; p.k = 64; p.lda = 64; p.ldb = 64; p.ldc = 64;

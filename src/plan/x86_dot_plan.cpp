@@ -51,15 +51,19 @@ bool dot_family_fits(const Problem& p) { return p.trans_b && !p.trans_a && p.m <
 // (transposed) B serves it better, small calls or not. 1 thread, median us, dot -> GEMM: 16x16x16 0.41 -> 0.16
 // (when first measured), 6x2048x32 17.4 -> 13.1, 7x1000x64 12.1 -> 11.3, 8x1536x24 19.1 -> 9.8, 16x1024x32 24.8
 // -> 10.9, 16x512x64 14.6 -> 9.2, 12x3000x40 59.5 -> 32.5. Fewer rows (4x4096x64 30 -> 48, 1x4096x16 5.6 -> 14.3)
-// or a longer K (8x4096x128 251 -> 276, 8x2048x96 even) read B once either way and keep the dot kernel.
+// or a longer K (8x4096x128 251 -> 276, 8x2048x96 even) read B once either way and keep the dot kernel. A K of
+// one vector goes to the GEMM family from 3 rows (4x4096x16 20.4 -> 14.1, 5x2048x16 12.8 -> 7.4, 4x4096x8 21.9
+// -> 12.6, 3x4096x16 15.3 -> 14.0; 2x4096x16 keeps the dot kernel, 10.2 against 14.0).
 constexpr int64_t kDotMinRowsShortK = 6;
 constexpr int64_t kDotShortK = 64;
+constexpr int64_t kDotMinRowsOneVectorK = 3;
+constexpr int64_t kDotOneVectorK = 16;
 
 bool dot_family_serves(const Problem& p) {
     if (!dot_family_fits(p)) return false;
     const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead (measurements)
     if (env != nullptr && env[0] == '0') return false;
-    return !(p.m >= kDotMinRowsShortK && p.k <= kDotShortK);
+    return !((p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK));
 }
 
 X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {

@@ -28,7 +28,8 @@ struct X86DotPlan {
 bool dot_family_fits(const Problem& p);
 
 // Whether the dot family serves p rather than the broadcast family: it fits, and p is not a K of at most 64
-// values over 6 rows or more (there the dot kernel's horizontal sums cost more than packing B transposed).
+// values over 6 rows or more, or of one vector over 3 or more (there the dot kernel's horizontal sums cost more
+// than packing B transposed).
 bool dot_family_serves(const Problem& p);
 
 // The tile width, from `widest` down to half of it, whose whole tiles shared out over `threads` leave the
