@@ -558,9 +558,13 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // in half of L2, else N blocks would read A from memory again). 1 thread, median us, bf16 K blocks ->
         // one: 2048x32x1024 627 -> 329, 2048x8x1024 539 -> 294, 2048x128x1024 815 -> 591, 2048x32x4096 NT
         // 2330 -> 1167, 2048x128x4096 NT 3258 -> 2422, 512x128x4096 NT 1072 -> 658; 8 panels mixed (2048x256x1024
-        // 1181 -> 896, 2048x256x4096 NT 5267 -> 5854), 16 lost (2048x512x1024 1692 -> 1894).
+        // 1181 -> 896, 2048x256x4096 NT 5267 -> 5854), 16 lost (2048x512x1024 1692 -> 1894). Only for an A past
+        // half of L2, which comes from memory: a smaller one keeps its K blocks (2 threads, 400x8x1280 NT bf16
+        // 10.4 -> 11.6 in one block, 40x8x1600 NT u8 x16 22.4 -> 26.0).
         const int64_t all_k_b_bytes = round_up(p.n, 32) * round_up(ceil_div(p.k, int64_t(g)), 16) * 4;
-        if (!decode && ceil_div(p.n, int64_t(32)) <= kAmxFewPanels && all_k_b_bytes <= l2 / 2) {
+        const int64_t a_bytes_per_batch = p.m * p.k * dtype_size(p.a_type);
+        if (!decode && ceil_div(p.n, int64_t(32)) <= kAmxFewPanels && all_k_b_bytes <= l2 / 2 &&
+            a_bytes_per_batch > l2 / 2) {
             kc_limit = round_up(p.k, kc_unit);
             long_k = true;
             few_panels = true;
