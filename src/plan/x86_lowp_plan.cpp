@@ -243,6 +243,9 @@ constexpr int64_t kSwapMinBBytes = 16 * 1024;
 // 22.9 -> 19.9, s8 77x256x128 6.1 -> 3.6, 128x1024x256 36 -> 29; kept swapped: bf16 16x4096x128 27 (normal 49),
 // 32x4096x256 242 (368), 128x2048x512 360 (392), s8 64x2048x512 56 (71); even: bf16 96x96x512, 200x768x768.
 constexpr int64_t kSwapMinKBytesPerRow = 3;
+// A thread per this many flops of a swapped call, as the normal order's AMX threads (it was 16 MFLOP: 197x77x1024
+// NT bf16, 31 MFLOP, ran one thread at 2, 0.65-0.82x oneDNN's two).
+constexpr double kSwappedFlopsPerThread = 4.0e6;
 
 bool swap_fits(const Problem& p, LowpStep step) {
     const char* env = std::getenv("JITMM_X86_LOWP_SWAP");  // 0: the normal roles (measurements)
@@ -278,12 +281,12 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_thr
     L.acc_ld = plan.nc * 4 + 64;
     plan.layout = L;
     // Threads split N (the tile rows here), each streaming its own rows of B. A few rows are bound by reading
-    // B, not by the products: a thread per megabyte of B as well as per 16 MFLOP (1x4096x4096 bf16 at 16
-    // threads planned 2 by the products alone, 0.39x oneDNN).
+    // B, not by the products: a thread per kStreamedBBytesPerThread of B as well as per kSwappedFlopsPerThread
+    // (1x4096x4096 bf16 at 16 threads planned 2 by the products alone, 0.39x oneDNN).
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     int threads = std::max(1, num_threads);
-    threads = static_cast<int>(
-        std::min<double>(threads, std::max({1.0, p.flops() / 16.0e6, b_bytes / kStreamedBBytesPerThread})));
+    threads = static_cast<int>(std::min<double>(
+        threads, std::max({1.0, p.flops() / kSwappedFlopsPerThread, b_bytes / kStreamedBBytesPerThread})));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.m_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(32)), per_batch));
