@@ -63,7 +63,9 @@ bool dot_family_serves(const Problem& p) {
     if (!dot_family_fits(p)) return false;
     const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead (measurements)
     if (env != nullptr && env[0] == '0') return false;
-    return !((p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK));
+    const bool reductions_dominate =
+        (p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK);
+    return !reductions_dominate;
 }
 
 X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {

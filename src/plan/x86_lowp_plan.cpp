@@ -247,11 +247,20 @@ constexpr int64_t kSwapMinKBytesPerRow = 3;
 // NT bf16, 31 MFLOP, ran one thread at 2, 0.65-0.82x oneDNN's two).
 constexpr double kSwappedFlopsPerThread = 4.0e6;
 
-bool swap_fits(const Problem& p, LowpStep step) {
+// And N wide for the rows: the swapped order splits N over the threads, each reading all of the packed A^T, where
+// the normal order splits the rows too. 1 thread, median us, swapped / normal: bf16 128x128x4096 NT 149 / 127,
+// 128x256x4096 NT 311 / 377; 2 threads: 128x128x4096 131 / 60, 128x256x4096 232 / 163, 197x77x1024 32 / 24,
+// 128x512x4096 344 / 392, 64x512x2048 71 / 119, 16x128x4096 16 / 21.
+constexpr int64_t kSwapMinColumnsPerRow = 2;
+constexpr int64_t kSwapMinColumnsPerRowThreads = 4;
+
+bool swap_fits(const Problem& p, LowpStep step, int num_threads) {
     const char* env = std::getenv("JITMM_X86_LOWP_SWAP");  // 0: the normal roles (measurements)
     if (env != nullptr && env[0] == '0') return false;
     const int64_t b_row_bytes = p.ldb * dtype_size(p.b_type);
-    return step_is_amx(step) && p.trans_b && p.m <= kSwapMaxRows && p.n >= 64 && p.a_zero_point == 0 &&
+    const int64_t columns_per_row = num_threads > 1 ? kSwapMinColumnsPerRowThreads : kSwapMinColumnsPerRow;
+    return step_is_amx(step) && p.trans_b && p.m <= kSwapMaxRows && p.n >= 64 && p.n >= columns_per_row * p.m &&
+           p.a_zero_point == 0 &&
            b_row_bytes % 64 == 0 && p.n * p.k * dtype_size(p.b_type) > kSwapMinBBytes &&
            p.k * dtype_size(p.b_type) >= kSwapMinKBytesPerRow * p.m;
 }
@@ -465,14 +474,15 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // Decode rows times a B stored N x K whose rows are not whole lines miss the swapped AMX path (its tiles read
     // B's rows in place): the VNNI dot products read them in place too, where AMX would pack all of B per call
     // (1x1024x2000 NT s8, what a 1024x2000 matrix times a vector becomes, 1 thread: AMX 97 us, VNNI dot 32).
-    if (L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 && !swap_fits(p, L.step) &&
+    if (L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 && !swap_fits(p, L.step, num_threads) &&
         dot_fits(p, LowpStep::vnni_u8s8, L.isa))
         L.step = LowpStep::vnni_u8s8;
     // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
     // of B's column sums.
     const bool shifted = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8;
     L.compensate = shifted || p.a_zero_point != 0;
-    if (swap_fits(p, L.step)) return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
+    if (swap_fits(p, L.step, num_threads))
+        return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
     if (dot_fits(p, L.step, L.isa)) return plan_dot(p, L, num_threads);
 
     const int g = step_group(L.step);
