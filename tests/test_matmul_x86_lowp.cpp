@@ -2295,7 +2295,7 @@ TEST_CASE("x86 lowp AMX: few columns over one long K block, and short K steps ov
     // packed (tails, ld pads, a zero point), and a K of one short step whose 48- or 40-byte rows are read in
     // place by the tile loads (not 64-byte aligned) over several M blocks. 1 and 2 threads.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("skipped: this CPU has no AMX");
+        WARN("SKIPPED: no usable AMX on this CPU");
         return;
     }
     std::mt19937 rng(31337);

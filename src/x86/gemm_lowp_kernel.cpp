@@ -304,6 +304,16 @@ const uint8_t* GemmLowpKernel::pack_shared_a_panels(const RunArgs& args) const {
     return panels;
 }
 
+// An AMX tile row split across cache lines loads slower, so an A in place that is not 64-byte aligned is packed,
+// except where all of K is one block of short steps (plan::amx_k_step_bytes): copying its few bytes a row costs
+// more than the split loads (3072x2x48 s8, 1 thread: the copy took a third of the call).
+bool GemmLowpKernel::packs_a(const uint8_t* a) const {
+    if (plan_.pack_a) return true;
+    if (!plan::step_is_amx(plan_.layout.step)) return false;
+    if (k_blocks_ == 1 && plan::amx_k_step_bytes(plan_.layout.step, p_.k) < 64) return false;
+    return reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * dtype_size(p_.a_type)) % 64 != 0;
+}
+
 // Loop order: N blocks (B packed for all of K, panel by panel, with its column sums), M blocks, K blocks, row
 // tiles (each A tile, packed or in place, stays in L1), then the B panels streaming from L2. With several K
 // blocks the partial sums of an M block wait in a strip sized to stay in L2.
@@ -321,13 +331,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     const int64_t block_groups = panel_groups(L, plan_.kc);  // every K block's panels are this far apart
     const int64_t block_bytes = block_groups * nc_pad * 4;
 
-    // AMX tile rows should be whole cache lines: an A in place that is not 64-byte aligned is packed too, except
-    // where K goes in short steps (plan::amx_k_step_bytes), as in run_small: copying the rows costs more than the
-    // split loads (3072x2x48 s8, 1 thread: the copy took a third of the call).
-    const bool short_k = amx && k_blocks_ == 1 && plan::amx_k_step_bytes(L.step, p_.k) < 64;
-    const bool misaligned =
-        !short_k && (reinterpret_cast<uintptr_t>(ch.a) % 64 != 0 || (p_.lda * a_size) % 64 != 0);
-    const bool pack_a = plan_.pack_a || (amx && misaligned);
+    const bool pack_a = packs_a(ch.a);
     // A chunk of one M block (decode rows, or a thread's few row tiles) uses each K block of packed B once, right
     // after packing it: packed block by block into one buffer, it stays in L2 instead of going through memory
     // as all of K x nc (16x4096x4096 bf16 at 1 thread: 16 MB written and read back per N block).
@@ -482,12 +486,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale) const {
     if (comp)  // complete at once (one K block)
         for (int64_t j = 0; j < p_.n; ++j) comp[j] *= comp_factor_;
 
-    // A misaligned for the tile loads is packed (a tile row split across lines loads slower), except where K
-    // goes in short steps (plan::amx_k_step_bytes): copying the few rows costs more than the split loads.
-    const bool short_k = amx && plan::amx_k_step_bytes(L.step, p_.k) < 64;
-    const bool misaligned =
-        !short_k && (reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * a_size) % 64 != 0);
-    const bool pack_a = plan_.pack_a || (amx && misaligned);
+    const bool pack_a = packs_a(a);
     uint8_t* a_panel = pack_a ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
     const bool panel_runs = amx && amx_direct_store(L);  // full panels in one call (no vector epilogue)
     const int64_t full_panels = p_.n / nr;
