@@ -96,8 +96,9 @@ private:
         }
     }
 
-    // The lines of every Bt row that the iteration `b_prefetch_bytes` ahead reads: many rows stream at once
-    // from memory, more than the hardware prefetchers follow (past a row's end, harmless lines of the next).
+    // The lines `b_prefetch_bytes` past the ones each Bt row reads in this iteration (the planner's distance:
+    // the next column tile's rows at the same K): many rows stream at once from memory, more than the hardware
+    // prefetchers follow.
     void prefetch_b_rows(int64_t step_bytes) {
         if (L_.b_prefetch_bytes <= 0) return;
         for (int j = 0; j < cols_; ++j)

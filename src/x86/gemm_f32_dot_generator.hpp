@@ -27,7 +27,7 @@ struct GemmF32DotLayout {
     BiasKind bias = BiasKind::none;
     Activation activation = Activation::none;
     int k_unroll = 2;                     // vectors of K per loop iteration
-    int b_prefetch_bytes = 0;             // > 0: each iteration prefetches every Bt row's lines this far ahead
+    int64_t b_prefetch_bytes = 0;         // > 0: each iteration prefetches every Bt row's lines this far ahead
 };
 
 // A K-split part (partial) takes a fifth argument, the count of k_unroll-vector iterations it runs from
