@@ -994,6 +994,49 @@ TEST_CASE("x86 f32: one B panel read in place", "[x86][matmul]") {
     }
 }
 
+// An A read in place that L2 cannot keep, by row tiles over one or two column panels: each call prefetches the
+// next row tile's rows (the prefetches run past A's end at the last tile, and the row-tail tile runs the same
+// loop). A smaller A, or more panels per block, plan without it.
+TEST_CASE("x86 f32: an A streamed in place prefetches the next row tile", "[x86][matmul]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    jitmm::Problem attention = plain_problem(4096, 40, 77, false, false);
+    attention.batch = 8;
+    CHECK(jitmm::plan::plan_x86_gemm_f32(attention, cpu, isa, 1).layout.a_next_tile_prefetch);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(12544, 64, 147, false, false), cpu, isa, 1)
+              .layout.a_next_tile_prefetch);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(196, 64, 384, false, false), cpu, isa, 1)
+                    .layout.a_next_tile_prefetch);  // A stays in L2
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(12544, 64, 147, true, false), cpu, isa, 1)
+                    .layout.a_next_tile_prefetch);  // A stored K x M
+
+    // Shapes whose A exceeds this machine's L2 (at least 2 MiB) on the plan of this machine.
+    const int64_t l2 = std::max<int64_t>(jitmm::hw::cpu_info().l2_bytes, 2048 * 1024);
+    const int64_t rows = l2 / (4 * 150) + 37;  // K 150: A just past L2, a row tail on most tiles
+    std::mt19937 rng(1731);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 1 + (tier.isa >= jitmm::hw::X86Isa::avx512 ? 1 : 0));
+        const Case cases[] = {
+            {rows, 40, 150, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+            {rows / 4 + 3, 77, 150, 5, false, true, 3, 1, 2, 0.5f, 1.0f, JITMM_EPILOGUE_SILU, JITMM_BIAS_PER_ROW},
+            {rows, 17, 150, 1, false, false, 9, 0, 0, -1.0f, 0.5f, JITMM_EPILOGUE_BIAS_RELU},
+        };
+        int prefetching = 0;  // cases this machine's plan runs with the prefetch (its tile and blocks decide)
+        for (const Case& c : cases) {
+            jitmm::Problem p = plain_problem(c.m, c.n, c.k, c.ta, c.tb);
+            p.batch = c.batch;
+            p.lda = c.k + c.lda_pad;
+            prefetching += jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), tier.isa, 1).layout.a_next_tile_prefetch;
+            check_case(e, c, rng);
+        }
+        CHECK(prefetching >= 1);
+        jitmm_engine_destroy(e);
+    }
+}
+
 // B blocks are double buffered: each block's microkernel calls prefetch the next block's source and the driver
 // packs it between calls (whatever the calls did not cover, after the block). Small forced K and N blocks make
 // many blocks of odd sizes (short last blocks, panels with padding columns, 16-column transposed units cut by

@@ -143,6 +143,8 @@ constexpr double kPackBCyclesPerColumn = 0.5;
 // with B packed 615-621).
 constexpr double kMinInPlaceBPieceBytes = 2048;
 constexpr int64_t kMaxDirectBRowTiles = 4;
+// Column panels per B block up to which each call prefetches the next row tile's A (set below).
+constexpr int64_t kMaxPanelsForNextATilePrefetch = 2;
 
 bool tile_packs_large_b(const Problem& p, int mr, int64_t nr, int64_t l2) {
     const bool b_small = 4.0 * double(p.k) * double(p.n) <= double(l2) / 4;
@@ -374,6 +376,20 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         L.b_prefetch_step = 0;
         L.b_prefetch_ld = 0;
     }
+    // A read in place as stored, by row tiles over at most two column panels (the driver's next call soon runs
+    // the next row tile), and too large to stay in L2 between calls: each call prefetches the next tile's rows
+    // into L1, which the prefetchers do not fetch in time (its rows interleave in K; each A value feeds few
+    // FMAs). 1 thread, ratio to oneDNN, medians of 3 alternated rounds: 4096x40x77 x8 0.95 -> 1.50,
+    // 12544x64x147 1.04 -> 1.52, 2048x64x256 NT 0.98 -> 1.22, 384x64x384 x16 0.96 -> 1.15, 128x64x128 x96
+    // 0.91 -> 1.01, 3136x64x576 1.00 -> 1.12. An A that L2 keeps lost a little (64x64x4096 1.03 -> 0.98,
+    // 196x64x384 1.00 -> 0.95, 128x64x128 x12 1.02 -> 0.96), and so did four panels (784x128x1152, every call
+    // prefetching the same next rows: 1.01 -> 0.99).
+    const int64_t block_panels = ceil_div(std::min(plan.nc, p.n), nr);
+    const double a_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
+    L.a_next_tile_prefetch = !plan.pack_a && !p.trans_a && !plan.single_call && m_tiles > 1 &&
+                             a_bytes >= double(l2) && block_panels <= kMaxPanelsForNextATilePrefetch &&
+                             2 * int64_t(L.mr) * p.lda * 4 < (int64_t(1) << 31);
+    if (const char* v = std::getenv("JITMM_X86_ANPF")) L.a_next_tile_prefetch = L.a_next_tile_prefetch && std::atoi(v) != 0;
     // Each call prefetches the next call's C tile into L2 over its first iterations, so that an epilogue
     // that reads C (every K block after the first) does not wait on memory. Not for the single call, nor
     // where the K loop needs r11 for a step beyond 32 bits. JITMM_X86_CNPF=0 turns it off (tuning knob).
@@ -482,6 +498,8 @@ std::string X86GemmPlan::describe() const {
     if (layout.b_prefetch_runs > 0)
         std::snprintf(prefetch, sizeof prefetch, " prefetchB=%dx%d", layout.b_prefetch_runs, layout.b_prefetch_step);
     if (layout.c_next_prefetch) std::strncat(prefetch, " prefetchC", sizeof prefetch - std::strlen(prefetch) - 1);
+    if (layout.a_next_tile_prefetch)
+        std::strncat(prefetch, " prefetchAnext", sizeof prefetch - std::strlen(prefetch) - 1);
     if (layout.b_prefetch_k > 0) {
         char rows[32];
         std::snprintf(rows, sizeof rows, " prefetchBrows=%d", layout.b_prefetch_k);
@@ -505,7 +523,7 @@ void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('K', kc).i64('M', mc).i64('N', nc);
     w.i64('f', layout.b_prefetch_k * 4 + (layout.c_prefetch ? 1 : 0) + (layout.a_prefetch ? 2 : 0));
     w.i64('P', layout.b_prefetch_runs).i64('S', layout.b_prefetch_step).i64('D', layout.b_prefetch_ld);
-    w.i64('c', layout.c_next_prefetch ? 1 : 0);
+    w.i64('c', (layout.c_next_prefetch ? 1 : 0) | (layout.a_next_tile_prefetch ? 2 : 0));
 }
 
 }  // namespace jitmm::plan

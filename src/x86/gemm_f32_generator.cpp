@@ -421,6 +421,13 @@ private:
             align(64);  // the loop starts on a line (23^3 NT: 10% faster than where it happened to fall)
             const size_t loop = getSize();
             for (int u = 0; u < unroll; ++u) k_step(u);
+            if (L_.a_next_tile_prefetch && !in_whole_) {
+                // The next row tile's A rows (as stored) at this iteration's K offset, into L1: the next call
+                // finds its A there instead of waiting on each row's lines (once per line would need 16 k steps
+                // per iteration; the repeats hit L1 and cost load slots only).
+                for (int r = 0; r < L_.mr; ++r)
+                    prefetcht0(ptr[rdi + static_cast<int32_t>((L_.mr + r) * a_row_bytes())]);
+            }
             if (L_.a_prefetch && !L_.trans_a) {
                 // The next A tile's row, unroll floats per iteration: one call covers the row's K range.
                 prefetcht1(ptr[r8]);
@@ -570,6 +577,8 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
     const int64_t max_a_disp = int64_t(layout.mr) * (layout.trans_a ? 4 : layout.lda * 4);
     if (max_a_disp >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: A row offsets exceed 32-bit displacements");
+    if (layout.a_next_tile_prefetch && (layout.trans_a || 2 * max_a_disp >= (int64_t(1) << 31)))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: next A tile prefetch needs rows within 32 bits");
     if (layout.b_prefetch_runs > 0 && int64_t(layout.b_prefetch_runs - 1) * layout.b_prefetch_ld >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: B prefetch runs exceed 32-bit displacements");
     if (layout.c_next_prefetch && layout.ldc * 4 >= (int64_t(1) << 31))
@@ -578,7 +587,7 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
             fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: variant outside the tile");
         const size_t nvec = static_cast<size_t>((v.cols + vlen - 1) / vlen);
-        capacity += 1024 + static_cast<size_t>(layout.b_prefetch_runs) * 8 +
+        capacity += 1024 + static_cast<size_t>(layout.b_prefetch_runs) * 8 + static_cast<size_t>(layout.mr) * 8 +
                     static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + v.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(v.rows) * nvec * 440;
     }

@@ -42,6 +42,9 @@ struct GemmF32Layout {
     bool a_prefetch = false;              // A as stored (not transposed): the fifth argument points at a row
                                           // the driver packs next; each K-loop iteration prefetches (into L2)
                                           // its part of that row, in step with k
+    // A read in place (not transposed, not packed): each K-loop iteration prefetches (into L1) the next row
+    // tile's rows, mr rows on, at the same K offset, for a driver whose next call is the next row tile.
+    bool a_next_tile_prefetch = false;
     // The sixth argument points at memory the driver packs after this call (the next B block's source):
     // b_prefetch_runs runs, b_prefetch_ld bytes apart; each K-loop iteration prefetches (into L2) the next
     // b_prefetch_step bytes of each. 0 runs: none.
