@@ -827,14 +827,14 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles
 // (fewer B lines per FMA) win with long K blocks; with few rows and B from memory the 3-vector tile stays.
 // The correctness sweeps above run the in-place A of small shapes with several row tiles and panels.
-// A matrix times a vector (N = 1, b and C dense) runs as C^T = b^T A^T on the dot kernel, A and B exchanged;
-// a strided b or C keeps the broadcast tiles. Both against the reference, every epilogue and bias layout.
+// A matrix times a vector (N = 1, b and C dense) runs as C^T = b^T A^T, A and B exchanged: on the dot kernel, or
+// for an A stored K x M on the broadcast tiles' one-row decode; a strided b or C keeps the broadcast tiles. Both against the reference, every epilogue and bias layout.
 TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[x86][matmul]") {
     auto generator_of = [](jitmm_engine* e, const Case& c) {
         jitmm_matmul_desc d;
         REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
-        d.m = c.m; d.n = c.n; d.k = c.k; d.trans_b = c.tb;
-        d.lda = c.k + c.lda_pad; d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; d.ldc = c.n + c.ldc_pad;
+        d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
+        d.lda = (c.ta ? c.m : c.k) + c.lda_pad; d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; d.ldc = c.n + c.ldc_pad;
         jitmm_kernel* kernel = nullptr;
         REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
         jitmm_kernel_info info;
@@ -857,6 +857,7 @@ TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[
                     c.n = 1;
                     c.k = k;
                     c.tb = it % 2 == 1;
+                    c.ta = it % 3 == 2;  // A stored K x M: one row times a B stored K x N once swapped
                     c.lda_pad = it % 3 == 0 ? 5 : 0;
                     c.ldb_pad = c.tb && it % 4 == 1 ? 3 : 0;  // a transposed b is one row: any ldb
                     c.alpha = it % 5 == 0 ? -0.5f : 1.0f;

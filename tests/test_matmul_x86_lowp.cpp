@@ -647,8 +647,8 @@ TEST_CASE("x86 lowp AMX: few rows times B stored N x K swap the tile roles (B re
     }
 }
 
-// A matrix times a vector (N = 1, b and C dense, same-type operands) runs on the swapped problem's plan with
-// A and B (and their scales) exchanged: exact for int8, within the bounds otherwise, at every tier.
+// A matrix times a vector (N = 1, b and C dense, same-type operands; A stored M x K or K x M) runs on the swapped
+// problem's plan with A and B (and their scales) exchanged: exact for int8, within the bounds otherwise, at every tier.
 TEST_CASE("x86 lowp: a matrix times a vector runs with the operands swapped", "[x86][lowp]") {
     std::mt19937 rng(1201);
     struct Types {
@@ -672,6 +672,7 @@ TEST_CASE("x86 lowp: a matrix times a vector runs with the operands swapped", "[
                     c.n = 1;
                     c.k = it % 3 == 0 ? 1500 : 64 * (1 + it % 4) + it % 3;
                     c.tb = it % 2 == 1;
+                    c.ta = it % 3 == 2;  // A stored K x M: the swapped problem's B as stored
                     c.lda_pad = it % 4 == 1 ? 64 : 0;
                     c.batch = it % 5 == 2 ? 3 : 1;
                     c.share_b = c.batch > 1 && it % 2 == 0;
@@ -687,11 +688,11 @@ TEST_CASE("x86 lowp: a matrix times a vector runs with the operands swapped", "[
                     }
                     jitmm_matmul_desc d;
                     REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
-                    d.m = c.m; d.n = 1; d.k = c.k; d.trans_b = c.tb;
+                    d.m = c.m; d.n = 1; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
                     d.a_type = c.a; d.b_type = c.b; d.c_type = c.c;
-                    d.lda = c.k + c.lda_pad; d.ldb = c.tb ? c.k : 1; d.ldc = 1;
+                    d.lda = (c.ta ? c.m : c.k) + c.lda_pad; d.ldb = c.tb ? c.k : 1; d.ldc = 1;
                     d.a_scale_mode = c.a_scale; d.b_scale_mode = c.b_scale;
-                    INFO("m " << c.m << " k " << c.k);
+                    INFO("m " << c.m << " k " << c.k << (c.ta ? " TN" : " NN"));
                     CHECK(generator_of(e.e, d).find("swapped") != std::string::npos);
                     check_case(e.e, c, rng);
                     ++it;

@@ -69,13 +69,15 @@ struct DotF32Family {
 // shape, which the f32 dot family and the low-precision swapped AMX path serve by streaming A once front to back
 // over all the threads. The broadcast tiles would spend a whole vector of FMA lanes on the single column
 // (1 thread, 4096x1x4096 NN f32: 3.9 GFLOP/s, half of oneDNN's), and the low-precision tiles 31 of 32 columns
-// (16 threads: 0.22x oneDNN in bf16). The plan of the swapped problem is wrapped: its kernel is called with the
+// (16 threads: 0.22x oneDNN in bf16). An A stored K x M makes it one row times a B stored K x N, the decode
+// shape of the broadcast tiles (1 thread, 265x1x64 TN x16: 0.26x oneDNN unswapped). The plan of the swapped
+// problem is wrapped: its kernel is called with the
 // operands (and their scales) exchanged; the key is the caller's problem plus the swapped recipe.
 // Same-type operands only (u8 x s8 has no swapped instruction here), no zero point, no block scales.
 bool serves_as_swapped(const Problem& p) {
     const bool dense_b_column = p.trans_b || p.ldb == 1;
     const bool scales_swap = p.a_scale != ScaleMode::per_block && p.b_scale != ScaleMode::per_block;
-    return p.n == 1 && p.m > 1 && !p.trans_a && dense_b_column && p.ldc == 1 && p.a_type == p.b_type &&
+    return p.n == 1 && p.m > 1 && dense_b_column && p.ldc == 1 && p.a_type == p.b_type &&
            p.a_zero_point == 0 && scales_swap;
 }
 
@@ -90,7 +92,8 @@ Problem swapped_operands(const Problem& p) {
     s.m = 1;
     s.n = p.m;
     s.trans_a = false;
-    s.trans_b = true;  // A as stored, M x K, is the swapped problem's B^T
+    // A as stored is the swapped problem's B: M x K is its B^T, K x M (op(A) = A^T) its B as stored.
+    s.trans_b = !p.trans_a;
     s.lda = p.k;       // b as one row of K values
     s.ldb = p.lda;
     s.ldc = p.m;       // C^T: one row of M values
