@@ -254,14 +254,19 @@ constexpr double kSwappedFlopsPerThread = 4.0e6;
 constexpr int64_t kSwapMinColumnsPerRow = 2;
 constexpr int64_t kSwapMinColumnsPerRowThreads = 4;
 
-bool swap_fits(const Problem& p, LowpStep step, int num_threads) {
+// rows_off_lines_ok: B's rows need not be whole cache lines (the swapped path then copies each row tile's rows
+// before its tile loads, which still beats packing all of B in the normal order: 1 thread, ratio to oneDNN,
+// bf16 1x2414x1348 0.54 -> 0.89, 30x2747x1417 0.60 -> 1.00, 8x4096x4100 0.94 -> 1.55; s8 30x2747x1417 0.66 ->
+// 1.06). The caller says no where the VNNI dot products serve instead (they read such rows in place: s8
+// 1x2414x1348 1.46 swapped -> 1.11, 8x4096x4100 1.37 -> 1.28).
+bool swap_fits(const Problem& p, LowpStep step, int num_threads, bool rows_off_lines_ok) {
     const char* env = std::getenv("JITMM_X86_LOWP_SWAP");  // 0: the normal roles (measurements)
     if (env != nullptr && env[0] == '0') return false;
     const int64_t b_row_bytes = p.ldb * dtype_size(p.b_type);
     const int64_t columns_per_row = num_threads > 1 ? kSwapMinColumnsPerRowThreads : kSwapMinColumnsPerRow;
     return step_is_amx(step) && p.trans_b && p.m <= kSwapMaxRows && p.n >= 64 && p.n >= columns_per_row * p.m &&
            p.a_zero_point == 0 &&
-           b_row_bytes % 64 == 0 && p.n * p.k * dtype_size(p.b_type) > kSwapMinBBytes &&
+           (b_row_bytes % 64 == 0 || rows_off_lines_ok) && p.n * p.k * dtype_size(p.b_type) > kSwapMinBBytes &&
            p.k * dtype_size(p.b_type) >= kSwapMinKBytesPerRow * p.m;
 }
 
@@ -471,17 +476,18 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.a_scale = p.a_scale;
     L.b_scale = p.b_scale;
     L.int_epilogue = p.c_type == JITMM_DTYPE_S32;
-    // Decode rows times a B stored N x K whose rows are not whole lines miss the swapped AMX path (its tiles read
-    // B's rows in place): the VNNI dot products read them in place too, where AMX would pack all of B per call
-    // (1x1024x2000 NT s8, what a 1024x2000 matrix times a vector becomes, 1 thread: AMX 97 us, VNNI dot 32).
-    if (L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 && !swap_fits(p, L.step, num_threads) &&
-        dot_fits(p, LowpStep::vnni_u8s8, L.isa))
-        L.step = LowpStep::vnni_u8s8;
+    // Decode rows times a B stored N x K whose rows are not whole lines: the VNNI dot products read them in
+    // place, where AMX would pack all of B per call (1x1024x2000 NT s8, what a 1024x2000 matrix times a vector
+    // becomes, 1 thread: AMX 97 us, VNNI dot 32) and the swapped AMX path copies them tile by tile.
+    const bool int8_dot = L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 &&
+                          dot_fits(p, LowpStep::vnni_u8s8, L.isa);
+    const bool swap = swap_fits(p, L.step, num_threads, !int8_dot);
+    if (int8_dot && !swap) L.step = LowpStep::vnni_u8s8;
     // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
     // of B's column sums.
     const bool shifted = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8;
     L.compensate = shifted || p.a_zero_point != 0;
-    if (swap_fits(p, L.step, num_threads))
+    if (swap)
         return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
     if (dot_fits(p, L.step, L.isa)) return plan_dot(p, L, num_threads);
 
