@@ -824,6 +824,50 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
     unsetenv("JITMM_X86_CNPF");
 }
 
+// One row of A stored K x 1 (lda 1) is planned as the same K values stored 1 x K: a transposed B then takes the
+// dot family. Against the reference with every epilogue, batches, a strided C and lda 1 or not (a strided
+// column keeps the transposed layout).
+TEST_CASE("x86 f32: one row of A stored K x 1 runs as a row", "[x86][matmul]") {
+    std::mt19937 rng(4141);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 2);
+        int it = 0;
+        for (int64_t n : {1, 7, 300, 1200}) {
+            for (int64_t k : {1, 33, 1000}) {
+                for (bool tb : {false, true}) {
+                    Case c{1, n, k, it % 3 == 1 ? 3 : 1, true, tb, it % 4 == 3 ? 2 : 0, tb ? 1 : 3, it % 2,
+                           it % 5 == 0 ? -0.5f : 1.0f, it % 3 == 2 ? 0.5f : 0.0f,
+                           static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT)};
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    // One output value: an activation's tail (gelu of a sum of -10) would make the relative
+                    // error meaningless.
+                    if (n == 1) c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
+                    check_case(e, c, rng);
+                    ++it;
+                }
+            }
+        }
+        jitmm_engine_destroy(e);
+    }
+    jitmm_matmul_desc d;
+    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+    d.m = 1; d.n = 4096; d.k = 512; d.trans_a = 1; d.trans_b = 1;
+    d.lda = 1; d.ldb = 512; d.ldc = 4096;
+    jitmm_engine* e = make_engine("avx512", 1);
+    jitmm_kernel* kernel = nullptr;
+    REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+    jitmm_kernel_info info;
+    info.struct_size = sizeof info;
+    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+    if (jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512)
+        CHECK(std::string(info.generator).find("dot") != std::string::npos);
+    else
+        WARN("SKIPPED the dot-family check: no AVX-512 on this CPU (the results above are checked at every tier)");
+    jitmm_kernel_release(kernel);
+    jitmm_engine_destroy(e);
+}
+
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles
 // (fewer B lines per FMA) win with long K blocks; with few rows and B from memory the 3-vector tile stays.
 // The correctness sweeps above run the in-place A of small shapes with several row tiles and panels.

@@ -195,6 +195,14 @@ public:
     const std::string& fingerprint() const override { return fingerprint_; }
 
     std::unique_ptr<Plan> plan(const Problem& p) const override {
+        // One row of A stored K x 1 (lda 1) is the same K values as a row stored 1 x K: planned as that, the
+        // decode paths serve it (1 thread, 1x4096x4096 TT f32: 5.8 ms on the broadcast tiles, 0.75x oneDNN).
+        if (p.m == 1 && p.trans_a && p.lda == 1) {
+            Problem row = p;
+            row.trans_a = false;
+            row.lda = p.k;
+            return plan(row);
+        }
         if (serves_as_swapped(p)) return std::make_unique<SwappedOperandsPlan>(plan(swapped_operands(p)));
         if (plan::is_lowp_problem(p)) {
             const std::string why = plan::lowp_unsupported_reason(p, hw::cpu_info(), isa_);
