@@ -1330,7 +1330,13 @@ TEST_CASE("x86 f32: a transposed A packed by groups of row tiles", "[x86][matmul
         int64_t m, n, k;
         bool tb;
     };
-    const Shape shapes[] = {{1000, 50, 500, true}, {777, 37, 333, false}, {3072, 77, 160, true}, {1030, 100, 257, false}};
+    // One column panel packs A only past L2 (read once from L2, the copy would be an extra pass): the second
+    // shape's A is just past this machine's L2.
+    const int64_t l2 = jitmm::hw::cpu_info().l2_bytes > 0 ? jitmm::hw::cpu_info().l2_bytes : 1024 * 1024;
+    const Shape shapes[] = {{1000, 50, 500, true}, {l2 / (4 * 333) + 77, 37, 333, false}, {3072, 77, 160, true},
+                            {1030, 100, 257, false}};
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(l2 / (4 * 333 * 2), 16, 333, true, false),
+                                               jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 1).pack_a);
     for (const Tier& tier : runnable_tiers()) {
         for (int threads : {1, 3}) {
             INFO("tier " << tier.name << " threads " << threads);

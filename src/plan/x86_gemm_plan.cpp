@@ -277,8 +277,14 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // row go down K, which the prefetchers do not follow, where the packer walks the stored rows front to back
     // across a group of tiles (1 thread, 1000x50x500 TT: 6x64 tiles reading A in place 1390-1410 us, 14x32 with
     // A packed 676-694; TN 962-984 -> 679-713).
+    // Except where one column panel reads each A value once and A stays in L2 between calls: there the copy is
+    // a whole extra pass over A (1 thread, TN, packed -> in place: 1367x7x311 171 -> 93 us, 1000x7x311 123 ->
+    // 65, 512x8x512 95 -> 51, 256x4x1024 114 -> 56, 1024x16x400 148 -> 107; past L2 the packer's order wins:
+    // 2000x7x311 (2.5 MB) 494 -> 591, 3000x3x200 478 -> 923).
+    const double a_total_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
+    const bool a_read_once_from_l2 = n_tiles == 1 && a_total_bytes <= double(l2) * 7 / 8;
     plan.pack_a = m_tiles > 1 && ((n_tiles > 1 && (a_rows_alias || (!a_small && n_tiles > kMaxInPlaceAPanels))) ||
-                                  (p.trans_a && !a_small));
+                                  (p.trans_a && !a_small && !a_read_once_from_l2));
     // JITMM_X86_PACK_A=0/1 forces it (tuning knob).
     if (const char* v = std::getenv("JITMM_X86_PACK_A"))
         plan.pack_a = std::atoi(v) != 0 && (n_tiles > 1 || p.trans_a) && m_tiles > 1;
