@@ -2143,6 +2143,55 @@ TEST_CASE("x86 lowp: small batched problems spread over 2-4 threads, exact and b
     }
 }
 
+// Batches of problems of one block each run the small-call path per batch (a run of batches per thread, one tile
+// session for the run): dequantizing scales, A's zero point, row and column bias, activations and beta over
+// batches with their own B or a shared one, every tier, 1 and 3 threads (bit-identical to 1).
+TEST_CASE("x86 lowp: batches of small blocks with scales, zero point, bias and activations", "[x86][lowp]") {
+    std::mt19937 rng(7331);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    const Shape shapes[] = {{8, 8, 8, 64, false, false},  {16, 16, 16, 16, false, true}, {7, 33, 17, 9, true, false},
+                            {32, 32, 32, 5, false, false}, {1, 11, 282, 6, false, true},  {4, 21, 203, 7, true, true}};
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_BF16},
+                                  {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                                  {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard one{make_engine(tier.name, 1)};
+        EngineGuard three{make_engine(tier.name, 3)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            for (const auto& in : ins) {
+                INFO("tier " << tier.name << " case " << it);
+                Case c;
+                set_types(c, in);
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = s.ta; c.tb = s.tb;
+                c.share_b = it % 4 == 1;
+                c.lda_pad = it % 3;
+                c.ldc_pad = it % 2;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.beta = it % 3 == 1 ? 0.5f : 0.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                }
+                if (is_int8(c.a) && c.c != JITMM_DTYPE_S32) {
+                    c.a_scale = it % 2 ? JITMM_SCALE_PER_ROW : JITMM_SCALE_PER_TENSOR;
+                    c.b_scale = it % 3 ? JITMM_SCALE_PER_COLUMN : JITMM_SCALE_NONE;
+                    if (c.a == JITMM_DTYPE_U8) c.zero_point = 3 + it % 120;
+                }
+                check_case(one.e, c, rng);
+                check_case(three.e, c, rng);
+                check_bits_match_one_thread(one.e, three.e, c, 300 + it);
+                ++it;
+            }
+        }
+    }
+}
+
 namespace {
 
 // The planner tests' chip: L1 and L2 as on the machines measured, AMX present.

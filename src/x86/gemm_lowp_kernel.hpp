@@ -46,10 +46,10 @@ private:
     };
     // A's panels packed once per call for all tasks, as [row tile][K block]; null where each task packs its own.
     const uint8_t* pack_shared_a_panels(const RunArgs& args) const;
-    // A call with one block of each (batch, thread, M, N, K block): the tiny shapes, whose time per call is the
-    // driver's more than the products'. The same packing and microkernel calls as run_chunk, none of its
-    // blocking decisions (made once here, in the constructor: small_).
-    void run_small(const RunArgs& args, float scale) const;
+    // A call with one block of each (thread, M, N, K block) per batch: the tiny shapes, whose time per call is
+    // the driver's more than the products'. The same packing and microkernel calls as run_chunk, none of its
+    // blocking decisions (made once here, in the constructor: small_). Batches [batch_begin, batch_end).
+    void run_small(const RunArgs& args, float scale, int64_t batch_begin, int64_t batch_end) const;
     // A call that one generated function runs whole (amx_whole_call_fits): B packed (unless the function
     // packs it), then the function.
     void run_whole(const RunArgs& args) const;
