@@ -1082,6 +1082,39 @@ TEST_CASE("x86 f32: an A streamed in place prefetches the next row tile", "[x86]
     }
 }
 
+// Batches of a small A stored K x M read in place that together exceed L2: each k step prefetches the stored row
+// 16 steps on (past the K block's end too: harmless lines).
+TEST_CASE("x86 f32: batched transposed A read in place prefetches its rows ahead", "[x86][matmul]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    jitmm::Problem p = plain_problem(148, 2, 85, true, true);
+    p.batch = 64;
+    const auto plan = jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1);
+    CHECK_FALSE(plan.pack_a);
+    CHECK(plan.layout.a_prefetch_k > 0);
+    p.batch = 2;  // 100 KB of A: L2 keeps it
+    CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1).layout.a_prefetch_k == 0);
+
+    // Batches enough for this machine's L2 (at least 2 MiB), odd rows and K, ld pads, epilogues, 1 and 2 threads.
+    const int64_t l2 = std::max<int64_t>(jitmm::hw::cpu_info().l2_bytes, 2048 * 1024);
+    std::mt19937 rng(1613);
+    for (const Tier& tier : runnable_tiers()) {
+        for (int threads : {1, 2}) {
+            INFO("tier " << tier.name << " threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            const Case cases[] = {
+                {148, 2, 85, l2 / (148 * 85 * 4) + 3, true, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
+                {100, 30, 101, l2 / (100 * 101 * 4) + 5, true, false, 3, 1, 2, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_GELU_ERF,
+                 JITMM_BIAS_PER_ROW},
+                {33, 17, 300, l2 / (33 * 300 * 4) + 1, true, false, 5, 0, 0, -1.0f, 0.0f, JITMM_EPILOGUE_RELU},
+            };
+            for (const Case& c : cases) check_case(e, c, rng);
+            jitmm_engine_destroy(e);
+        }
+    }
+}
+
 // B blocks are double buffered: each block's microkernel calls prefetch the next block's source and the driver
 // packs it between calls (whatever the calls did not cover, after the block). Small forced K and N blocks make
 // many blocks of odd sizes (short last blocks, panels with padding columns, 16-column transposed units cut by

@@ -301,6 +301,16 @@ private:
         prefetcht0(ptr[rsi + static_cast<int32_t>(off)]);
     }
 
+    // The tile's values of the stored A row `a_prefetch_k` steps after step u (A stored K x M, read in place):
+    // each k step reads mr values from a new row, which the prefetchers do not follow down K. The span may
+    // start anywhere in a line, so one line more than mr values fill.
+    void prefetch_transposed_a(int u) {
+        if (L_.a_prefetch_k <= 0 || !L_.trans_a) return;
+        const int64_t off = int64_t(u + L_.a_prefetch_k) * a_k_bytes();
+        for (int64_t line = 0; line < int64_t(L_.mr) * 4 + 63; line += 64)
+            if (off + line <= INT32_MAX) prefetcht0(ptr[rdi + static_cast<int32_t>(off + line)]);
+    }
+
     // The C tile's lines, so that the epilogue's reads and stores find them in L1 after the K loop.
     void prefetch_c(const UkernelVariant& v) {
         if (!L_.c_prefetch) return;
@@ -340,6 +350,7 @@ private:
     }
 
     void k_step(int u) {
+        prefetch_transposed_a(u);
         // The B prefetches ride between the row broadcasts, one line after each row (the rest at the end).
         int next_line = 0;
         if (L_.b_from_memory) {
@@ -588,6 +599,7 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
             fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: variant outside the tile");
         const size_t nvec = static_cast<size_t>((v.cols + vlen - 1) / vlen);
         capacity += 1024 + static_cast<size_t>(layout.b_prefetch_runs) * 8 + static_cast<size_t>(layout.mr) * 8 +
+                    static_cast<size_t>(layout.k_unroll + 1) * (layout.mr / 16 + 2) * 8 +
                     static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + v.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(v.rows) * nvec * 440;
     }

@@ -38,6 +38,8 @@ struct GemmF32Layout {
     bool b_from_memory = false;           // AVX-512, mr <= 2: FMAs read B from memory (no B registers)
     int b_prefetch_k = 0;                 // > 0: prefetcht0 the B row this many k steps ahead (its lines
                                           // spread over the broadcasts); a packed panel runs on into the next
+    int a_prefetch_k = 0;                 // > 0, A stored K x M read in place: prefetcht0 the tile's values of
+                                          // the stored row this many k steps ahead
     bool c_prefetch = false;              // prefetch the C tile's lines into L1 at the start of the kernel
     bool a_prefetch = false;              // A as stored (not transposed): the fifth argument points at a row
                                           // the driver packs next; each K-loop iteration prefetches (into L2)
