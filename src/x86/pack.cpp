@@ -163,4 +163,11 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
     }
 }
 
+void transpose_f32_padded(const float* src, int64_t src_ld, int64_t src_rows, int64_t src_cols, float* dst,
+                          int64_t dst_ld) {
+    // A transposed B's packing is exactly this transpose: op(B)'s k is the destination row, its column the source
+    // row, and one panel dst_ld wide (whose padding columns are zeroed) holds them all.
+    pack_b_f32(src, src_ld, true, 0, src_cols, 0, src_rows, static_cast<int>(dst_ld), false, dst);
+}
+
 }  // namespace jitmm::x86

@@ -20,6 +20,11 @@ void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows,
 void pack_a_f32_transposed_tiles(const float* a, int64_t lda, int64_t i0, int64_t i_end, int mr, int64_t k0,
                                  int64_t k_len, int64_t panel_floats, float* panels);
 
+// dst[c * dst_ld + r] = src[r * src_ld + c] for r < src_rows, c < src_cols, and zeros for r in [src_rows, dst_ld):
+// a block transposed through registers in 8 x 8 blocks (AVX2), each destination row zero padded.
+void transpose_f32_padded(const float* src, int64_t src_ld, int64_t src_rows, int64_t src_cols, float* dst,
+                          int64_t dst_ld);
+
 // A B block packs in units, so that it can be packed a slice at a time between microkernel calls: rows k of
 // the block (B as stored: op(B) rows are B rows) or groups of kPackBColumns columns (trans_b: as many stored
 // rows, transposed into the panels in 8 x 8 blocks). The whole block is units [0, pack_b_units).
