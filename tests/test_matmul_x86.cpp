@@ -6,6 +6,7 @@
 #include "plan/x86_gemm_partition.hpp"
 #include "plan/x86_gemm_plan.hpp"
 #include "x86/gemm_f32_split_finish.hpp"
+#include "x86/transpose_a_rows.hpp"
 
 #include <catch2/catch.hpp>
 #include <jitmm/jitmm.h>
@@ -31,15 +32,16 @@ struct Case {
     jitmm_epilogue epilogue = JITMM_EPILOGUE_NONE;
     jitmm_bias_layout bias_layout = JITMM_BIAS_PER_COLUMN;
     bool share_b = false;  // stride_b = 0: one B for every batch
+    bool share_a = false;  // stride_a = 0: one A for every batch
 };
 
 std::string describe(const Case& c) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%lldx%lldx%lld batch=%lld %c%c pads=%lld/%lld/%lld alpha=%g beta=%g %s %s%s",
+    std::snprintf(buf, sizeof buf, "%lldx%lldx%lld batch=%lld %c%c pads=%lld/%lld/%lld alpha=%g beta=%g %s %s%s%s",
                   (long long)c.m, (long long)c.n, (long long)c.k, (long long)c.batch, c.ta ? 'T' : 'N',
                   c.tb ? 'T' : 'N', (long long)c.lda_pad, (long long)c.ldb_pad, (long long)c.ldc_pad, c.alpha, c.beta,
                   jitmm_epilogue_name(c.epilogue), c.bias_layout == JITMM_BIAS_PER_ROW ? "row-bias" : "col-bias",
-                  c.share_b ? " shared-B" : "");
+                  c.share_b ? " shared-B" : "", c.share_a ? " shared-A" : "");
     return buf;
 }
 
@@ -63,10 +65,10 @@ void check_case(jitmm_engine* engine, const Case& c, std::mt19937& rng) {
     const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
     const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
     const int64_t lda = a_cols + c.lda_pad, ldb = b_cols + c.ldb_pad, ldc = c.n + c.ldc_pad;
-    const int64_t stride_a = a_rows * lda, stride_b = c.share_b ? 0 : b_rows * ldb, stride_c = c.m * ldc;
+    const int64_t stride_a = c.share_a ? 0 : a_rows * lda, stride_b = c.share_b ? 0 : b_rows * ldb, stride_c = c.m * ldc;
 
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-    std::vector<float> a(stride_a * c.batch), b(std::max<int64_t>(stride_b, b_rows * ldb) * c.batch);
+    std::vector<float> a(std::max<int64_t>(stride_a, a_rows * lda) * c.batch), b(std::max<int64_t>(stride_b, b_rows * ldb) * c.batch);
     std::vector<float> bias(has_bias(c.epilogue) ? (c.bias_layout == JITMM_BIAS_PER_ROW ? c.m : c.n) : 1);
     for (auto& x : a) x = uni(rng);
     for (auto& x : b) x = uni(rng);
@@ -620,7 +622,9 @@ TEST_CASE("x86 f32: K split partition", "[x86][matmul][ksplit]") {
         // Tiles narrowed to even out the columns instead: N halves (2 threads, 1x64x16384 NT: 119-123 us against
         // 128-129 for K halves of 24-wide tiles; 3x8x16384 4.2-4.5 against 4.7-4.9).
         CHECK(planned_k_splits(1, 64, 16384, false, true, isa, 2) == 1);
-        CHECK(planned_k_splits(3, 8, 16384, true, true, isa, 2) > 1);
+        // An A stored K x M takes the dot family too (its rows copied first): N halves as NT.
+        CHECK(planned_k_splits(3, 8, 16384, true, true, isa, 2) == 1);
+        CHECK(planned_k_splits(3, 8, 16384, true, false, isa, 2) > 1);
         CHECK(planned_k_splits(16, 16, 8192, false, false, isa, 1) == 1);
         CHECK(planned_k_splits(16, 16, 64, false, false, isa, 2) == 1);   // short K: no split
     }
@@ -866,6 +870,155 @@ TEST_CASE("x86 f32: one row of A stored K x 1 runs as a row", "[x86][matmul]") {
         WARN("SKIPPED the dot-family check: no AVX-512 on this CPU (the results above are checked at every tier)");
     jitmm_kernel_release(kernel);
     jitmm_engine_destroy(e);
+}
+
+// Few rows of an A stored K x M (trans_a) times a B stored N x K: the dot family, with op(A) copied into rows
+// once per call (every batch, before the threads split N or K). Against the reference with every epilogue,
+// alpha/beta edge values, lda > M, batch strides with a shared A or B, 1 and 3 threads.
+namespace {
+
+std::string generator_name(jitmm_engine* e, const Case& c) {
+    jitmm_matmul_desc d;
+    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+    d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
+    d.lda = (c.ta ? c.m : c.k) + c.lda_pad; d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; d.ldc = c.n + c.ldc_pad;
+    jitmm_kernel* kernel = nullptr;
+    REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+    jitmm_kernel_info info;
+    info.struct_size = sizeof info;
+    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+    const std::string name = info.generator;
+    jitmm_kernel_release(kernel);
+    return name;
+}
+
+jitmm::Problem dot_problem(const Case& c) {
+    jitmm::Problem p;
+    p.m = c.m; p.n = c.n; p.k = c.k; p.batch = c.batch; p.trans_a = c.ta; p.trans_b = c.tb;
+    p.lda = (c.ta ? c.m : c.k) + c.lda_pad; p.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; p.ldc = c.n + c.ldc_pad;
+    return p;
+}
+
+// C of op(A) * B^T with A given as rows (M x K, stored as is) or as their transpose (K x M): same values.
+std::vector<float> run_rows_or_transposed(jitmm_engine* e, int64_t m, int64_t n, int64_t k, bool ta,
+                                          const std::vector<float>& a_rows, const std::vector<float>& bt) {
+    std::vector<float> a(a_rows.size());
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t p = 0; p < k; ++p) (ta ? a[p * m + i] : a[i * k + p]) = a_rows[i * k + p];
+    std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
+    jitmm_matmul_desc d;
+    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+    d.m = m; d.n = n; d.k = k; d.trans_a = ta; d.trans_b = 1;
+    d.lda = ta ? m : k; d.ldb = k; d.ldc = n;
+    d.epilogue = JITMM_EPILOGUE_BIAS_GELU_ERF;
+    std::vector<float> bias(n, 0.25f);
+    jitmm_matmul_args args;
+    REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+    args.a = a.data(); args.b = bt.data(); args.c = c.data(); args.bias = bias.data();
+    REQUIRE(jitmm_matmul(e, &d, &args) == JITMM_STATUS_SUCCESS);
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("x86 f32: few rows of an A stored K x M times a transposed B (dot family with A copied to rows)",
+          "[x86][matmul]") {
+    std::mt19937 rng(6161);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {2, 3, 7, 16}) {
+                for (int64_t k : {1, 7, 33, 1000}) {
+                    for (int64_t n : {1, 7, 33, 1000}) {
+                        Case c;
+                        c.m = m; c.n = n; c.k = k;
+                        c.ta = true; c.tb = true;
+                        c.lda_pad = it % 3 == 0 ? 0 : it % 3 == 1 ? 3 : 17;  // lda > M, up to past a line
+                        c.ldb_pad = it % 4 == 1 ? 5 : 0;
+                        // N = 1 with a dense C is a matrix times a vector (the swapped path): a strided C keeps
+                        // it here.
+                        c.ldc_pad = n == 1 ? 2 : it % 5 == 2 ? 3 : 0;
+                        c.alpha = alphas[it % 4];
+                        c.beta = betas[it % 3];
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = (it / 2) % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.batch = it % 4 == 3 ? 3 : 1;
+                        c.share_b = c.batch > 1 && it % 8 == 3;
+                        c.share_a = c.batch > 1 && it % 8 == 7;
+                        // A lone output value under an activation's tail makes the relative error meaningless.
+                        if (n == 1 && m <= 3) c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
+                        if (jitmm::plan::dot_family_serves(dot_problem(c)))
+                            CHECK(generator_name(e, c).find("_dot_") != std::string::npos);
+                        check_case(e, c, rng);
+                        ++it;
+                    }
+                }
+            }
+            // Where the threads split the work (3 threads), each task must see the copied rows: K parts of one
+            // column tile and N chunks (rows copied once per call), one batch per task (copied in the task).
+            const Case split_cases[] = {
+                {3, 4, 65536, 1, true, true, 1, 0, 1, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_SILU},    // K in 3 parts
+                {2, 5, 60013, 2, true, true, 0, 3, 0, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS},        // 2 batches
+                {3, 1000, 1000, 2, true, true, 2, 0, 0, 1.0f, 0.5f, JITMM_EPILOGUE_GELU_TANH},  // N chunks
+                {16, 1000, 1000, 3, true, true, 5, 1, 3, 1.0f, 0.0f, JITMM_EPILOGUE_RELU},      // batch tasks
+            };
+            for (Case c : split_cases) {
+                c.share_b = c.m == 2;
+                c.share_a = c.m == 16;
+                check_case(e, c, rng);
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+    // The shapes this was made for take the dot family (2x702x11 x16, 16x4096x4096 TT were on the broadcast tiles).
+    if (jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512) {
+        jitmm_engine* e = make_engine("avx512", 1);
+        for (const Case& c : {Case{2, 702, 11, 16, true, true}, Case{16, 4096, 4096, 1, true, true},
+                              Case{7, 1000, 65, 1, true, true, 5}, Case{3, 1000, 300, 8, true, true}})
+            CHECK(generator_name(e, c) == "x86_f32_dot_avx512");
+        jitmm_engine_destroy(e);
+    } else {
+        WARN("SKIPPED the dot-family generator check: no AVX-512 on this CPU (results above checked at every tier)");
+    }
+    // The copied rows are read exactly as rows given in place: the same tile and sums, so bit-identical C, on
+    // one thread and on three (N split, and K split for the long K).
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    for (int threads : {1, 3}) {
+        jitmm_engine* e = make_engine(nullptr, threads);
+        for (int64_t k : {33, 1000, 65536}) {
+            const int64_t m = 5, n = k == 65536 ? 4 : 300;  // 3 threads: K parts, N chunks
+            std::vector<float> a_rows(m * k), bt(n * k);
+            for (auto& x : a_rows) x = uni(rng);
+            for (auto& x : bt) x = uni(rng);
+            const std::vector<float> as_rows = run_rows_or_transposed(e, m, n, k, false, a_rows, bt);
+            const std::vector<float> copied = run_rows_or_transposed(e, m, n, k, true, a_rows, bt);
+            INFO("threads " << threads << " k " << k);
+            CHECK(std::memcmp(as_rows.data(), copied.data(), as_rows.size() * sizeof(float)) == 0);
+        }
+        jitmm_engine_destroy(e);
+    }
+    // The plan: rows of whole lines, never a multiple of 1 KiB apart (those share L1 sets), in the key.
+    CHECK(jitmm::x86::transposed_a_row_stride(1) == 16);
+    CHECK(jitmm::x86::transposed_a_row_stride(11) == 16);
+    CHECK(jitmm::x86::transposed_a_row_stride(1000) == 1008);
+    CHECK(jitmm::x86::transposed_a_row_stride(256) == 272);
+    CHECK(jitmm::x86::transposed_a_row_stride(4096) == 4112);
+    const jitmm::Problem p = dot_problem(Case{16, 4096, 4096, 1, true, true});
+    const auto dot = jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 1);
+    CHECK(dot.a_transposed);
+    CHECK(dot.layout.lda == 4112);
+    // The thread splits the cases above rely on (avx512 tiles; the split itself is the same at avx2).
+    const auto k_parts = jitmm::plan::plan_x86_gemm_f32_dot(dot_problem(Case{3, 4, 65536, 1, true, true}),
+                                                            jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 3);
+    CHECK(k_parts.k_splits == 3);
+    const auto n_chunks = jitmm::plan::plan_x86_gemm_f32_dot(dot_problem(Case{3, 1000, 1000, 2, true, true}),
+                                                             jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 3);
+    CHECK(n_chunks.n_chunks == 2);
 }
 
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles

@@ -1,10 +1,12 @@
 #include "plan/x86_dot_plan.hpp"
 
 #include "plan/x86_gemm_plan.hpp"
+#include "x86/transpose_a_rows.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace jitmm::plan {
 
@@ -45,7 +47,7 @@ int balanced_tile_width(int64_t n, int widest, int threads) {
     return best;
 }
 
-bool dot_family_fits(const Problem& p) { return p.trans_b && !p.trans_a && p.m <= 16; }
+bool dot_family_fits(const Problem& p) { return p.trans_b && p.m <= 16; }
 
 // A K of a few vectors leaves each dot product mostly its lane reduction: from 6 rows the GEMM family's packed
 // (transposed) B serves it better, small calls or not. 1 thread, median us, dot -> GEMM: 16x16x16 0.41 -> 0.16
@@ -54,6 +56,10 @@ bool dot_family_fits(const Problem& p) { return p.trans_b && !p.trans_a && p.m <
 // or a longer K (8x4096x128 251 -> 276, 8x2048x96 even) read B once either way and keep the dot kernel. A K of
 // one vector goes to the GEMM family from 3 rows (4x4096x16 20.4 -> 14.1, 5x2048x16 12.8 -> 7.4, 4x4096x8 21.9
 // -> 12.6, 3x4096x16 15.3 -> 14.0; 2x4096x16 keeps the dot kernel, 10.2 against 14.0).
+// The same rule holds for an A stored K x M (copied into rows for the dot family): the GEMM family packs it as
+// cheaply (1 thread, median of 3 alternated rounds, TT dot -> GEMM: 8x1536x24 20.3 -> 9.8, 16x1024x32 25.5 ->
+// 11.6, 7x1000x33 12.2 -> 8.2, 4x4096x16 22.1 -> 15.7, 3x4096x16 16.6 -> 14.8; kept on the dot kernel:
+// 4x4096x64 31.4 against 49.5, 2x4096x16 11.7 against 15.6, 3x512x32 2.4 against 3.4).
 constexpr int64_t kDotMinRowsShortK = 6;
 constexpr int64_t kDotShortK = 64;
 constexpr int64_t kDotMinRowsOneVectorK = 3;
@@ -61,8 +67,9 @@ constexpr int64_t kDotOneVectorK = 16;
 
 bool dot_family_serves(const Problem& p) {
     if (!dot_family_fits(p)) return false;
-    const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead (measurements)
+    const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead, 1: the dot family (measurements)
     if (env != nullptr && env[0] == '0') return false;
+    if (env != nullptr && env[0] == '1') return true;
     const bool reductions_dominate =
         (p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK);
     return !reductions_dominate;
@@ -72,6 +79,8 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     const int64_t l2_bytes = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
     X86DotPlan plan;
     auto& L = plan.layout;
+    plan.a_transposed = p.trans_a;
+    const int64_t a_row_stride = p.trans_a ? x86::transposed_a_row_stride(p.k) : p.lda;
     const bool avx512 = isa >= hw::X86Isa::avx512;
     L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
     // One tile as tall as M where one fits, the shortest; else the tile whose rows cover M with the least
@@ -82,7 +91,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     for (DotTile t : avx512 ? std::vector<DotTile>(std::begin(kAvx512DotTiles), std::end(kAvx512DotTiles))
                             : std::vector<DotTile>(std::begin(kAvx2DotTiles), std::end(kAvx2DotTiles))) {
         if (!x86::dot_tile_fits(L.isa, t.mr, t.nj)) continue;
-        if (int64_t(t.nj) * p.ldb * 4 >= (int64_t(1) << 31) || int64_t(t.mr) * p.lda * 4 >= (int64_t(1) << 31))
+        if (int64_t(t.nj) * p.ldb * 4 >= (int64_t(1) << 31) || int64_t(t.mr) * a_row_stride * 4 >= (int64_t(1) << 31))
             continue;
         const bool covers = t.mr >= p.m;
         if (t.covering_only && !covers) continue;
@@ -116,7 +125,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     L.mr = best.mr;
     L.nj = best.nj;
     L.k = p.k;
-    L.lda = p.lda;
+    L.lda = a_row_stride;
     L.ldb = p.ldb;
     L.ldc = p.ldc;
     L.alpha = p.alpha;
@@ -161,9 +170,10 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
 }
 
 std::string X86DotPlan::describe() const {
-    char buf[192];
-    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d%s threads=%d split=1x%dx%d",
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d%s%s threads=%d split=1x%dx%d",
                   hw::isa_name(layout.isa), layout.mr, layout.nj, layout.k_unroll,
+                  a_transposed ? (" A^T copied to rows of " + std::to_string(layout.lda)).c_str() : "",
                   k_split_ready ? " ksplit-ready" : "", threads, n_chunks, k_splits);
     return buf;
 }
@@ -172,6 +182,9 @@ void X86DotPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('j', layout.nj);
     w.i64('u', layout.k_unroll);  // threads, the N split and k_splits change only the driver: not in the key
     w.i64('s', k_split_ready ? 1 : 0).i64('f', layout.b_prefetch_bytes);
+    // The copied rows' stride is baked into the code in place of the problem's lda (only then: the keys of an A
+    // read in place stay as they were).
+    if (a_transposed) w.i64('T', 1).i64('a', layout.lda);
 }
 
 }  // namespace jitmm::plan

@@ -18,13 +18,15 @@ struct X86DotPlan {
     int n_chunks = 1;  // each batch's N split into n_chunks tile-aligned parts
     bool k_split_ready = false;  // few tiles, long K: the part variants and the finish are generated (key)
     int k_splits = 1;            // > 1: K cut into this many parts of whole iterations (driver only)
+    // A stored K x M (trans_a): each call first copies op(A) into rows of layout.lda (key), which the kernels read.
+    bool a_transposed = false;
 
     std::string describe() const;
     void append_key(KeyWriter& w) const;
 };
 
-// The dot family serves B^T (stored N x K) with A as stored and few rows: each B row is then read once,
-// contiguously, instead of being transposed into panels.
+// The dot family serves B^T (stored N x K) with few rows of A: each B row is then read once, contiguously,
+// instead of being transposed into panels. An A stored K x M is copied into rows first (a_transposed).
 bool dot_family_fits(const Problem& p);
 
 // Whether the dot family serves p rather than the broadcast family: it fits, and p is not a K of at most 64

@@ -2,8 +2,10 @@
 
 #include "core/error.hpp"
 #include "x86/gemm_f32_generator.hpp"
+#include "x86/transpose_a_rows.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,24 @@ float* split_scratch(size_t floats) {
     thread_local std::vector<float> buffer;
     if (buffer.size() < floats) buffer.resize(floats);
     return buffer.data();
+}
+
+// Per-thread rows of a transposed A (owned by the thread that copies into them: the calling thread for a whole
+// run, whose tasks on other threads only read them, or the thread running a task). 64-byte aligned: the row stride is whole lines, so every row starts on a line.
+float* transposed_a_scratch(size_t floats) {
+    struct Aligned {
+        std::vector<float> storage;
+        float* data = nullptr;
+        size_t size = 0;
+    };
+    thread_local Aligned buffer;
+    if (buffer.size < floats) {
+        buffer.storage.assign(floats + 16, 0.0f);
+        const auto address = reinterpret_cast<uintptr_t>(buffer.storage.data());
+        buffer.data = buffer.storage.data() + ((64 - address % 64) % 64) / sizeof(float);
+        buffer.size = floats;
+    }
+    return buffer.data;
 }
 }  // namespace
 
@@ -79,15 +99,33 @@ GemmF32DotKernel::GemmF32DotKernel(KernelMeta meta, const Problem& p, const plan
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 dot kernel: the plan splits K but the artifact has no finish");
 }
 
+// A stored K x M is copied into rows where every task reads it: per batch inside the task where each batch is
+// one task (the rows stay in cache and only one batch's rows are held per thread), else once per call before
+// any task runs (N chunks or K parts of a batch all read the same rows). Either way the kernels read the same
+// values, so the results do not depend on how the threads split the work. A shared A (stride 0) is copied once.
+bool GemmF32DotKernel::copies_a_per_task() const {
+    return plan_.a_transposed && plan_.n_chunks == 1 && plan_.k_splits <= 1;
+}
+
+GemmF32DotKernel::ARows GemmF32DotKernel::a_rows(const float* a) const {
+    if (!plan_.a_transposed || copies_a_per_task()) return ARows{a, p_.stride_a};
+    const int64_t ld = plan_.layout.lda;
+    const int64_t copies = p_.stride_a == 0 ? 1 : p_.batch;
+    float* rows = transposed_a_scratch(static_cast<size_t>(copies * p_.m * ld));
+    for (int64_t b = 0; b < copies; ++b)
+        transpose_a_to_rows(a + b * p_.stride_a, p_.lda, p_.m, p_.k, rows + b * p_.m * ld, ld);
+    return ARows{rows, copies == 1 ? 0 : p_.m * ld};
+}
+
 void GemmF32DotKernel::run(const RunArgs& args) const {
-    const auto* a = static_cast<const float*>(args.a);
     const auto* bt = static_cast<const float*>(args.b);
     auto* c = static_cast<float*>(args.c);
     const auto* bias = static_cast<const float*>(args.bias);
     if (plan_.k_splits > 1) {
-        run_split(a, bt, c, bias);
+        run_split(a_rows(static_cast<const float*>(args.a)), bt, c, bias);
         return;
     }
+    const ARows a = a_rows(static_cast<const float*>(args.a));
     const int64_t nj = plan_.layout.nj;
     const int64_t tasks = p_.batch * plan_.n_chunks;
     auto task = [&](int64_t t) {
@@ -95,7 +133,14 @@ void GemmF32DotKernel::run(const RunArgs& args) const {
         const int64_t tiles = ceil_div(p_.n, nj);
         const int64_t n0 = std::min(p_.n, tiles * part / plan_.n_chunks * nj);
         const int64_t n1 = std::min(p_.n, tiles * (part + 1) / plan_.n_chunks * nj);
-        if (n0 < n1) run_chunk(a + batch * p_.stride_a, bt + batch * p_.stride_b, c + batch * p_.stride_c, bias, n0, n1);
+        if (n0 >= n1) return;
+        const float* a_batch = a.a + batch * a.stride;
+        if (copies_a_per_task()) {
+            float* rows = transposed_a_scratch(static_cast<size_t>(p_.m * plan_.layout.lda));
+            transpose_a_to_rows(a_batch, p_.lda, p_.m, p_.k, rows, plan_.layout.lda);
+            a_batch = rows;
+        }
+        run_chunk(a_batch, bt + batch * p_.stride_b, c + batch * p_.stride_c, bias, n0, n1);
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -113,7 +158,7 @@ void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, cons
         for (int64_t i = 0; i < p_.m; i += mr) {
             const float* bias_tile =
                 p_.bias == BiasKind::per_column ? bias + j : p_.bias == BiasKind::per_row ? bias + i : nullptr;
-            fns_[i + mr > p_.m][col_tail](a + i * p_.lda, bt + j * p_.ldb, c + i * p_.ldc + j, bias_tile);
+            fns_[i + mr > p_.m][col_tail](a + i * plan_.layout.lda, bt + j * p_.ldb, c + i * p_.ldc + j, bias_tile);
         }
     }
 }
@@ -122,7 +167,7 @@ void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, cons
 // C-shaped scratch slab per part (A's part read once per task, each B row's part once); run_k_split adds
 // the parts in part order and applies beta * C, bias and activation. Part boundaries fall on whole
 // iterations; the last part also runs the rest of K.
-void GemmF32DotKernel::run_split(const float* a, const float* bt, float* c, const float* bias) const {
+void GemmF32DotKernel::run_split(const ARows& a, const float* bt, float* c, const float* bias) const {
     const int parts = plan_.k_splits;
     const int64_t mr = plan_.layout.mr, nj = plan_.layout.nj;
     const int64_t step = int64_t(plan_.layout.k_unroll) * vector_length(plan_.layout.isa);
@@ -143,12 +188,12 @@ void GemmF32DotKernel::run_split(const float* a, const float* bt, float* c, cons
     run_k_split(*runner_, r, [&](int64_t batch, int part, int /*chunk: one per part*/, float* slab) {
         const int64_t it0 = iterations * part / parts, it1 = iterations * (part + 1) / parts;
         const int last = part + 1 == parts ? 1 : 0;
-        const float* ab = a + batch * p_.stride_a + it0 * step;
+        const float* ab = a.a + batch * a.stride + it0 * step;
         for (int64_t j = 0; j < p_.n; j += nj) {
             const float* bb = bt + batch * p_.stride_b + j * p_.ldb + it0 * step;
             const bool col_tail = j + nj > p_.n;
             for (int64_t i = 0; i < p_.m; i += mr)
-                parts_[i + mr > p_.m][col_tail][last](ab + i * p_.lda, bb, slab + i * p_.ldc + j, nullptr, it1 - it0);
+                parts_[i + mr > p_.m][col_tail][last](ab + i * plan_.layout.lda, bb, slab + i * p_.ldc + j, nullptr, it1 - it0);
         }
     });
 }

@@ -1,5 +1,6 @@
 // The x86 f32 dot-product kernel: generated dot microkernels plus the driver that walks the tiles
-// (batches, thread chunks over N, row and column tails). No packing: A rows and B^T rows are read in place.
+// (batches, thread chunks over N, row and column tails). No packing: B^T rows are read in place, and so are A's
+// rows unless A is stored K x M (then op(A) is first copied into rows, per batch task or once per call).
 #pragma once
 
 #include "core/artifact.hpp"
@@ -26,8 +27,15 @@ public:
 private:
     using DotFn = void (*)(const float* a, const float* bt, float* c, const float* bias);
     using DotPartFn = void (*)(const float* a, const float* bt, float* c, const float* bias, int64_t iterations);
+    // A's rows as the kernels read them: a as given, or the rows copied from an A stored K x M.
+    struct ARows {
+        const float* a;
+        int64_t stride;  // between batches
+    };
+    bool copies_a_per_task() const;  // else once per call, in a_rows
+    ARows a_rows(const float* a) const;
     void run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t n0, int64_t n1) const;
-    void run_split(const float* a, const float* bt, float* c, const float* bias) const;
+    void run_split(const ARows& a, const float* bt, float* c, const float* bias) const;
 
     Problem p_;
     plan::X86DotPlan plan_;
