@@ -17,6 +17,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // How far along its own row each streaming Bt row is prefetched where the next column tile is too far ahead (1
 // thread, 3 alternated rounds: 1x11008x4096 NT 10.9 ms without, 10.7 at 1 KiB, 10.2 at 2 KiB).
 constexpr int64_t kDotPrefetchAlongRowBytes = 2048;
+// Threads up to which the dot kernels prefetch streaming Bt rows at all (measured better at 1 and 2, worse at 16).
+constexpr int kDotPrefetchMaxThreads = 4;
 
 struct DotTile {
     int mr, nj;
@@ -146,7 +148,11 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     const double bt_bytes = 4.0 * double(p.n) * double(p.k);
     const int64_t next_tile_bytes = int64_t(L.nj) * p.ldb * 4;
     const int64_t distance = next_tile_bytes <= l2_bytes / 4 ? next_tile_bytes : kDotPrefetchAlongRowBytes;
-    L.b_prefetch_bytes = bt_bytes > double(l2_bytes) && p.m <= L.mr ? distance : 0;
+    // Few threads only: many cores together stream Bt at the memory's rate, where the prefetches only take load
+    // slots and fill buffers (16 threads on the GPU machine's host, median us of 6 alternated rounds, next tile /
+    // 2 KiB ahead / none: 1x4096x4096 NT 424 / 436 / 381, 1x768x768 17.4 / 17.5 / 14.6, 1x3072x768 46 / 43 / 54).
+    L.b_prefetch_bytes =
+        bt_bytes > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads ? distance : 0;
     if (const char* v = std::getenv("JITMM_X86_DOT_PF")) L.b_prefetch_bytes = std::max<int64_t>(0, std::atoll(v));
     // The prefetch addresses are 32-bit displacements from the tile's first Bt row.
     if (int64_t(L.nj) * p.ldb * 4 + L.b_prefetch_bytes + p.k * 4 >= (int64_t(1) << 31)) L.b_prefetch_bytes = 0;

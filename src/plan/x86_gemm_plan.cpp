@@ -394,7 +394,11 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // prefetching the same next rows: 1.01 -> 0.99).
     const int64_t block_panels = ceil_div(std::min(plan.nc, p.n), nr);
     const double a_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
-    L.a_next_tile_prefetch = !plan.pack_a && !p.trans_a && !plan.single_call && m_tiles > 1 &&
+    // Tiles of one vector per row are left out: a prefetch per row for every 4 FMAs per row overloads the fill
+    // buffers where many cores stream A together (16 threads on the GPU machine's host, 4096x16x4096 on 8x16
+    // tiles: 721 -> 897 us, median of 6 alternated rounds; 1 thread gained 4%), while 4096x40x77 x8 (8x48)
+    // measured even there (211 / 212).
+    L.a_next_tile_prefetch = !plan.pack_a && !p.trans_a && !plan.single_call && m_tiles > 1 && L.nv >= 2 &&
                              a_bytes >= double(l2) && block_panels <= kMaxPanelsForNextATilePrefetch &&
                              2 * int64_t(L.mr) * p.lda * 4 < (int64_t(1) << 31);
     if (const char* v = std::getenv("JITMM_X86_ANPF")) L.a_next_tile_prefetch = L.a_next_tile_prefetch && std::atoi(v) != 0;
