@@ -397,7 +397,11 @@ TEST_CASE("x86 f32: small problems with a transposed B in one call over B transp
         CHECK_FALSE(jitmm::plan::dot_family_serves(p));
         p.m = 2;
         CHECK(jitmm::plan::dot_family_serves(p));
+        // From 8 rows a K under 10 per row goes to the broadcast family too where B is small (16x128x128 even,
+        // 16x1024x100 dot 41 us, broadcast tiles 30); a longer K keeps the dot kernel.
         p.m = 16; p.n = 128; p.k = 128; p.lda = 128; p.ldb = 128; p.ldc = 128;
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
+        p.k = 160; p.lda = 160; p.ldb = 160;
         CHECK(jitmm::plan::dot_family_serves(p));
         // A short K over 6 or more rows goes to the broadcast family at any N (8x1536x24: 19 -> 10 us).
         p.m = 8; p.n = 1536; p.k = 24; p.lda = 24; p.ldb = 24; p.ldc = 1536;

@@ -62,18 +62,28 @@ bool dot_family_fits(const Problem& p) { return p.trans_b && p.m <= 16; }
 // cheaply (1 thread, median of 3 alternated rounds, TT dot -> GEMM: 8x1536x24 20.3 -> 9.8, 16x1024x32 25.5 ->
 // 11.6, 7x1000x33 12.2 -> 8.2, 4x4096x16 22.1 -> 15.7, 3x4096x16 16.6 -> 14.8; kept on the dot kernel:
 // 4x4096x64 31.4 against 49.5, 2x4096x16 11.7 against 15.6, 3x512x32 2.4 against 3.4).
+// From 8 rows the reductions still outweigh a K of up to ~10 values per row where B stays in cache for the GEMM
+// family's packing (1 thread NT, median of 3 alternated rounds, dot -> GEMM us: 8x2048x72 34.5 -> 32.1,
+// 10x1000x90 25.7 -> 23.2, 12x2048x100 60.8 -> 54.7, 16x1024x100 40.8 -> 30.2); a B past cache is read once by
+// the dot kernel instead of packed from memory (16x4096x150, 2.4 MB: 357 against 428), and fewer rows keep it
+// (3x1000x28 5.0 -> 7.9, 4x2048x36 14.8 -> 17.6, 5x2048x48 17.7 -> 19.1; 6x2048x56 even).
 constexpr int64_t kDotMinRowsShortK = 6;
 constexpr int64_t kDotShortK = 64;
 constexpr int64_t kDotMinRowsOneVectorK = 3;
 constexpr int64_t kDotOneVectorK = 16;
+constexpr int64_t kDotMinRowsPerRowK = 8;
+constexpr int64_t kDotKPerRow = 10;
+constexpr double kDotPerRowKMaxBBytes = 1024.0 * 1024;
 
 bool dot_family_serves(const Problem& p) {
     if (!dot_family_fits(p)) return false;
     const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead, 1: the dot family (measurements)
     if (env != nullptr && env[0] == '0') return false;
     if (env != nullptr && env[0] == '1') return true;
+    const double b_bytes = 4.0 * double(p.n) * double(p.k);
     const bool reductions_dominate =
-        (p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK);
+        (p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK) ||
+        (p.m >= kDotMinRowsPerRowK && p.k < kDotKPerRow * p.m && b_bytes <= kDotPerRowKMaxBBytes);
     return !reductions_dominate;
 }
 
