@@ -2396,6 +2396,28 @@ TEST_CASE("x86 lowp planner: the AMX roles swap for few rows only over a K long 
     CHECK(swapped(64, 2048, 512, JITMM_DTYPE_S8, JITMM_DTYPE_S32));
 }
 
+TEST_CASE("x86 lowp planner: tiny products in batches take AMX where one tile configuration serves them all",
+          "[x86][lowp][plan]") {
+    // A single tiny call finishes on the vector steps before ldtilecfg would; batches of them configure the tiles
+    // once per thread, which pays for an s8 A (VNNI would shift it and sum B's columns) and for bf16 from 9^3.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    const auto step = [&](int64_t mnk, int64_t batch, jitmm_dtype a, jitmm_dtype b, jitmm_dtype c) {
+        jitmm::Problem p = planner_problem(mnk, mnk, mnk, false, false, a, c);
+        p.b_type = b;
+        p.batch = batch;
+        p.stride_a = mnk * mnk; p.stride_b = mnk * mnk; p.stride_c = mnk * mnk;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout.step;
+    };
+    CHECK(step(16, 1, JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32) == LowpStep::vnni_u8s8);
+    CHECK(step(16, 16, JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32) == LowpStep::amx_int8);
+    CHECK(step(8, 64, JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32) == LowpStep::amx_int8);
+    CHECK(step(16, 16, JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32) == LowpStep::vnni_u8s8);
+    CHECK(step(16, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32) == LowpStep::dot_bf16);
+    CHECK(step(16, 16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32) == LowpStep::amx_bf16);
+    CHECK(step(8, 64, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32) == LowpStep::dot_bf16);
+}
+
 TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on VNNI below AMX", "[x86][lowp][plan]") {
     // Writing C is the work there, and vpdpbusd's stores stream where the AMX panels drain every block (u8
     // 512x512x8, 1 thread: AMX 31 us, VNNI 19). An s8 A (shift and column sums) only at two k groups and a wide C.

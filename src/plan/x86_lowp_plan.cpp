@@ -122,7 +122,10 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // u8 A, up to 16 x 16 x 16 for an s8 A (VNNI adds its +128 shift and the column compensation). 1 thread,
         // TSC per C API call, VNNI -> AMX: s8 16^3 283-306 -> 422-476, 23^3 664-675 -> 517-563, 32^3 671-697 ->
         // 541-559; u8 32^3 381-400 -> 547-578.
-        const double tiny_mnk = p.a_type == JITMM_DTYPE_S8 ? 16.0 * 16 * 16 : 32.0 * 32 * 32;
+        // Batches of them share one tile configuration per thread (run_small): there an s8 A runs AMX too (1 thread,
+        // VNNI -> AMX, us: 8^3 x64 5.8 -> 4.2, 16^3 x16 1.77 -> 1.22, 16^3 NT x16 2.25 -> 1.17, 12^3 x32 3.1 ->
+        // 2.35), while a u8 A stays on VNNI (16^3 x16 0.83 against 1.23 on AMX).
+        const double tiny_mnk = p.a_type == JITMM_DTYPE_S8 ? (p.batch > 1 ? 0.0 : 16.0 * 16 * 16) : 32.0 * 32 * 32;
         const bool tiny = double(p.m) * double(p.n) * double(p.k) <= tiny_mnk;
         // A K of at most 32 bytes over a C of kShortKVnniMinC values or more: writing C is the work, and the AMX
         // panels, a K step each, drain every 32 x 32 block (products, then stores, then the next loads) where
@@ -144,7 +147,10 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // Tiny products (up to 16 x 16 x 16) finish on vdpbf16ps before AMX has loaded its tile configuration
         // (ldtilecfg alone ~130 TSC): 1 thread, TSC per C API call, AMX -> vdpbf16ps: 8^3 453 -> 274,
         // 16^3 519 -> 369; 23^3 598 -> 1216 stays AMX.
-        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= 16.0 * 16 * 16;
+        // Batches share one tile configuration per thread (run_small): AMX from 9^3 (1 thread, vdpbf16ps -> AMX,
+        // us: 16^3 x16 1.72 -> 1.21, 12^3 x32 2.52 -> 2.46; 8^3 x64 stays, 3.7 against 4.1).
+        const double tiny_mnk = p.batch > 1 ? 8.0 * 8 * 8 : 16.0 * 16 * 16;
+        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= tiny_mnk;
         // A K of a few values fills an eighth or less of the 32 a tile product takes, and C is the work: the
         // converted f32 FMAs run it faster (1 thread, median us, AMX -> fma_f32: 1024x77x2 TN 22.3 -> 14.5 (now
         // 17.7 -> 14.4), 197x2304x1 54.5 -> 40.7, 1024x77x3 18.4 -> 13.0, 77x640x3 5.7 -> 4.1, 300x300x4 11.3
