@@ -510,7 +510,7 @@ int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts
 }
 
 std::string X86GemmPlan::describe() const {
-    char prefetch[64] = "";
+    char prefetch[96] = "";
     if (layout.b_prefetch_runs > 0)
         std::snprintf(prefetch, sizeof prefetch, " prefetchB=%dx%d", layout.b_prefetch_runs, layout.b_prefetch_step);
     if (layout.c_next_prefetch) std::strncat(prefetch, " prefetchC", sizeof prefetch - std::strlen(prefetch) - 1);
