@@ -143,6 +143,8 @@ constexpr double kPackBCyclesPerColumn = 0.5;
 // with B packed 615-621).
 constexpr double kMinInPlaceBPieceBytes = 2048;
 constexpr int64_t kMaxDirectBRowTiles = 4;
+// Tiles of fewer rows than this are considered only over a few row tiles or one column panel (choose_tile).
+constexpr int kMinRowsForManyRowTiles = 6;
 // How many k steps ahead a transposed A read in place from memory is prefetched (set below).
 constexpr int kTransposedAPrefetchSteps = 16;
 // Column panels per B block up to which each call prefetches the next row tile's A (set below).
@@ -164,6 +166,13 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
     auto consider = [&](TileShape t) {
         // Rows of A are addressed by 32-bit displacements: a huge lda limits the rows per tile.
         if (int64_t(t.mr) * lda_bytes_per_row >= (int64_t(1) << 31)) return;
+        // A tile of few rows streams its B panel again for every few rows, which the cost below does not price
+        // where B is larger than L2 (packed blocks, read from L2 by every row tile): only where it covers M in a
+        // few row tiles or N in one panel (1 thread, x464x2935 NN, GFLOP/s, 4x96 / 12x32 / 8x48: M 57 99 / 113
+        // / 109, 107 120 / 137 / 139, 160 128 / 149 / 157, 233 140 / 154 / 149; it won ties by its row count).
+        if (t.mr < kMinRowsForManyRowTiles && ceil_div(p.m, t.mr) > kMaxDirectBRowTiles &&
+            ceil_div(p.n, int64_t(t.nv) * vlen) > 1)
+            return;
         const bool a_in_place = !p.trans_a && !(ceil_div(p.m, t.mr) > 1 && ceil_div(p.n, int64_t(t.nv) * vlen) > 1);
         if (a_in_place &&
             aliased_rows(lda_bytes_per_row, static_cast<int>(std::min<int64_t>(t.mr, p.m))) > kMaxAliasedRows) {
