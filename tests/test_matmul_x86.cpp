@@ -161,6 +161,22 @@ jitmm_engine* make_engine(const char* max_isa, int threads) {
 
 const int64_t kOddSizes[] = {1, 3, 7, 17, 33, 63, 65, 127};
 
+// The generator that serves case c (its leading dimensions as check_case sets them).
+std::string generator_name(jitmm_engine* e, const Case& c) {
+    jitmm_matmul_desc d;
+    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+    d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
+    d.lda = (c.ta ? c.m : c.k) + c.lda_pad; d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; d.ldc = c.n + c.ldc_pad;
+    jitmm_kernel* kernel = nullptr;
+    REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+    jitmm_kernel_info info;
+    info.struct_size = sizeof info;
+    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+    const std::string name = info.generator;
+    jitmm_kernel_release(kernel);
+    return name;
+}
+
 }  // namespace
 
 TEST_CASE("x86 f32: odd sizes, every layout", "[x86][matmul]") {
@@ -858,21 +874,12 @@ TEST_CASE("x86 f32: one row of A stored K x 1 runs as a row", "[x86][matmul]") {
         }
         jitmm_engine_destroy(e);
     }
-    jitmm_matmul_desc d;
-    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
-    d.m = 1; d.n = 4096; d.k = 512; d.trans_a = 1; d.trans_b = 1;
-    d.lda = 1; d.ldb = 512; d.ldc = 4096;
+    Case row{1, 4096, 512, 1, true, true};  // lda 1: one row of A stored K x 1
     jitmm_engine* e = make_engine("avx512", 1);
-    jitmm_kernel* kernel = nullptr;
-    REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
-    jitmm_kernel_info info;
-    info.struct_size = sizeof info;
-    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
     if (jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512)
-        CHECK(std::string(info.generator).find("dot") != std::string::npos);
+        CHECK(generator_name(e, row).find("dot") != std::string::npos);
     else
         WARN("SKIPPED the dot-family check: no AVX-512 on this CPU (the results above are checked at every tier)");
-    jitmm_kernel_release(kernel);
     jitmm_engine_destroy(e);
 }
 
@@ -880,21 +887,6 @@ TEST_CASE("x86 f32: one row of A stored K x 1 runs as a row", "[x86][matmul]") {
 // once per call (every batch, before the threads split N or K). Against the reference with every epilogue,
 // alpha/beta edge values, lda > M, batch strides with a shared A or B, 1 and 3 threads.
 namespace {
-
-std::string generator_name(jitmm_engine* e, const Case& c) {
-    jitmm_matmul_desc d;
-    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
-    d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
-    d.lda = (c.ta ? c.m : c.k) + c.lda_pad; d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; d.ldc = c.n + c.ldc_pad;
-    jitmm_kernel* kernel = nullptr;
-    REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
-    jitmm_kernel_info info;
-    info.struct_size = sizeof info;
-    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
-    const std::string name = info.generator;
-    jitmm_kernel_release(kernel);
-    return name;
-}
 
 jitmm::Problem dot_problem(const Case& c) {
     jitmm::Problem p;
@@ -1029,22 +1021,9 @@ TEST_CASE("x86 f32: few rows of an A stored K x M times a transposed B (dot fami
 // (fewer B lines per FMA) win with long K blocks; with few rows and B from memory the 3-vector tile stays.
 // The correctness sweeps above run the in-place A of small shapes with several row tiles and panels.
 // A matrix times a vector (N = 1, b and C dense) runs as C^T = b^T A^T, A and B exchanged: on the dot kernel, or
-// for an A stored K x M on the broadcast tiles' one-row decode; a strided b or C keeps the broadcast tiles. Both against the reference, every epilogue and bias layout.
+// for an A stored K x M on the broadcast tiles' one-row decode; a strided b or C keeps the broadcast tiles. Both
+// against the reference, every epilogue and bias layout.
 TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[x86][matmul]") {
-    auto generator_of = [](jitmm_engine* e, const Case& c) {
-        jitmm_matmul_desc d;
-        REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
-        d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
-        d.lda = (c.ta ? c.m : c.k) + c.lda_pad; d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad; d.ldc = c.n + c.ldc_pad;
-        jitmm_kernel* kernel = nullptr;
-        REQUIRE(jitmm_kernel_create(e, &d, &kernel) == JITMM_STATUS_SUCCESS);
-        jitmm_kernel_info info;
-        info.struct_size = sizeof info;
-        REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
-        const std::string name = info.generator;
-        jitmm_kernel_release(kernel);
-        return name;
-    };
     std::mt19937 rng(9090);
     for (const Tier& tier : runnable_tiers()) {
         INFO("tier " << tier.name);
@@ -1067,7 +1046,7 @@ TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[
                     c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
                     c.batch = it % 4 == 2 ? 3 : 1;
                     c.share_b = c.batch > 1 && it % 8 == 2;
-                    CHECK(generator_of(e, c).find("swapped") != std::string::npos);
+                    CHECK(generator_name(e, c).find("swapped") != std::string::npos);
                     check_case(e, c, rng);
                     ++it;
                 }
@@ -1076,7 +1055,7 @@ TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[
             Case strided_b{300, 1, 200, 1, false, false, 0, 3, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_RELU};
             Case strided_c{300, 1, 200, 1, false, false, 0, 0, 2, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS, JITMM_BIAS_PER_ROW};
             for (const Case& c : {strided_b, strided_c}) {
-                CHECK(generator_of(e, c).find("swapped") == std::string::npos);
+                CHECK(generator_name(e, c).find("swapped") == std::string::npos);
                 check_case(e, c, rng);
             }
             jitmm_engine_destroy(e);

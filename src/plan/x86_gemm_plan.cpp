@@ -402,19 +402,18 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // 196x64x384 1.00 -> 0.95, 128x64x128 x12 1.02 -> 0.96), and so did four panels (784x128x1152, every call
     // prefetching the same next rows: 1.01 -> 0.99).
     const int64_t block_panels = ceil_div(std::min(plan.nc, p.n), nr);
-    const double a_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
     // Tiles of one vector per row are left out: a prefetch per row for every 4 FMAs per row overloads the fill
     // buffers where many cores stream A together (16 threads on the GPU machine's host, 4096x16x4096 on 8x16
     // tiles: 721 -> 897 us, median of 6 alternated rounds; 1 thread gained 4%), while 4096x40x77 x8 (8x48)
     // measured even there (211 / 212).
     L.a_next_tile_prefetch = !plan.pack_a && !p.trans_a && !plan.single_call && m_tiles > 1 && L.nv >= 2 &&
-                             a_bytes >= double(l2) && block_panels <= kMaxPanelsForNextATilePrefetch &&
+                             a_total_bytes >= double(l2) && block_panels <= kMaxPanelsForNextATilePrefetch &&
                              2 * int64_t(L.mr) * p.lda * 4 < (int64_t(1) << 31);
     if (const char* v = std::getenv("JITMM_X86_ANPF")) L.a_next_tile_prefetch = L.a_next_tile_prefetch && std::atoi(v) != 0;
     // An A stored K x M read in place whose batches together exceed L2 (each small enough to stay unpacked)
     // comes from memory a stored row per k step: each step prefetches the row 16 steps on (1 thread,
     // 148x2x85 x64 TT: 486-560 -> 355 us; 4 and 8 steps ahead 400-420).
-    L.a_prefetch_k = p.trans_a && !plan.pack_a && a_bytes > double(l2) ? kTransposedAPrefetchSteps : 0;
+    L.a_prefetch_k = p.trans_a && !plan.pack_a && a_total_bytes > double(l2) ? kTransposedAPrefetchSteps : 0;
     // Each call prefetches the next call's C tile into L2 over its first iterations, so that an epilogue
     // that reads C (every K block after the first) does not wait on memory. Not for the single call, nor
     // where the K loop needs r11 for a step beyond 32 bits. JITMM_X86_CNPF=0 turns it off (tuning knob).

@@ -25,7 +25,8 @@ float* split_scratch(size_t floats) {
 }
 
 // Per-thread rows of a transposed A (owned by the thread that copies into them: the calling thread for a whole
-// run, whose tasks on other threads only read them, or the thread running a task). 64-byte aligned: the row stride is whole lines, so every row starts on a line.
+// run, whose tasks on other threads only read them, or the thread running a task). 64-byte aligned: the row
+// stride is whole lines, so every row starts on a line.
 float* transposed_a_scratch(size_t floats) {
     struct Aligned {
         std::vector<float> storage;
