@@ -410,24 +410,24 @@ TEST_CASE("x86 f32: small problems with a transposed B in one call over B transp
         CHECK(plan.single_call);
         CHECK(plan.pack_b);
         CHECK(plan.layout.b_prefetch_runs == 0);
-        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p, isa));
         p.m = 2;
-        CHECK(jitmm::plan::dot_family_serves(p));
+        CHECK(jitmm::plan::dot_family_serves(p, isa));
         // From 8 rows a K under 10 per row goes to the broadcast family too where B is small (16x128x128 even,
         // 16x1024x100 dot 41 us, broadcast tiles 30); a longer K keeps the dot kernel.
         p.m = 16; p.n = 128; p.k = 128; p.lda = 128; p.ldb = 128; p.ldc = 128;
-        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p, isa));
         p.k = 160; p.lda = 160; p.ldb = 160;
-        CHECK(jitmm::plan::dot_family_serves(p));
+        CHECK(jitmm::plan::dot_family_serves(p, isa));
         // A short K over 6 or more rows goes to the broadcast family at any N (8x1536x24: 19 -> 10 us).
         p.m = 8; p.n = 1536; p.k = 24; p.lda = 24; p.ldb = 24; p.ldc = 1536;
-        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p, isa));
         p.m = 5;
-        CHECK(jitmm::plan::dot_family_serves(p));
+        CHECK(jitmm::plan::dot_family_serves(p, isa));
         p.k = 16; p.lda = 16; p.ldb = 16;  // one vector of K: from 3 rows
-        CHECK_FALSE(jitmm::plan::dot_family_serves(p));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(p, isa));
         p.m = 2;
-        CHECK(jitmm::plan::dot_family_serves(p));
+        CHECK(jitmm::plan::dot_family_serves(p, isa));
         // Many tiles: the single call's inline code would cost JIT time; the driver's variants serve it.
         p.m = 64; p.n = 64; p.k = 64; p.lda = 64; p.ldb = 64; p.ldc = 64;
         CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, 1).single_call);
@@ -614,7 +614,7 @@ jitmm::Problem plain_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb) 
 int planned_k_splits(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm::hw::X86Isa isa, int threads) {
     const jitmm::Problem p = plain_problem(m, n, k, ta, tb);
     const auto gemm = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), isa, threads);
-    if (jitmm::plan::dot_family_serves(p)) return jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), isa, threads).k_splits;
+    if (jitmm::plan::dot_family_serves(p, isa)) return jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), isa, threads).k_splits;
     return gemm.k_splits;
 }
 
@@ -796,7 +796,7 @@ TEST_CASE("x86 f32: K parts x N chunks over threads", "[x86][matmul][ksplit]") {
                     c.bias_layout = (it % 3 == 1) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
                     const jitmm::Problem p = plain_problem(c.m, c.n, c.k, c.ta, c.tb);
                     const auto plan = jitmm::plan::plan_x86_gemm_f32(p, jitmm::hw::cpu_info(), tier.isa, threads);
-                    if (!jitmm::plan::dot_family_serves(p) && plan.k_splits > 1 && plan.n_chunks > 1) ++k_by_n;
+                    if (!jitmm::plan::dot_family_serves(p, tier.isa) && plan.k_splits > 1 && plan.n_chunks > 1) ++k_by_n;
                     check_case(e, c, rng);
                 }
             }
@@ -948,7 +948,7 @@ TEST_CASE("x86 f32: few rows of an A stored K x M times a transposed B (dot fami
                         c.share_a = c.batch > 1 && it % 8 == 7;
                         // A lone output value under an activation's tail makes the relative error meaningless.
                         if (n == 1 && m <= 3) c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
-                        if (jitmm::plan::dot_family_serves(dot_problem(c)))
+                        if (jitmm::plan::dot_family_serves(dot_problem(c), tier.isa))
                             CHECK(generator_name(e, c).find("_dot_") != std::string::npos);
                         check_case(e, c, rng);
                         ++it;
@@ -1015,6 +1015,79 @@ TEST_CASE("x86 f32: few rows of an A stored K x M times a transposed B (dot fami
     const auto n_chunks = jitmm::plan::plan_x86_gemm_f32_dot(dot_problem(Case{3, 1000, 1000, 2, true, true}),
                                                              jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 3);
     CHECK(n_chunks.n_chunks == 2);
+}
+
+// Many rows over fewer columns than a vector and a long K, B stored N x K: the dot family (vectors along K)
+// instead of broadcast tiles whose vectors along N would be mostly padding. Row tiles of several sizes (the
+// tile fits N's width, rows run in chunks over the threads), every epilogue, alpha/beta edge values, ld > width,
+// batches with a shared A or B, 1 and 3 threads, against the float64 reference.
+TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot family", "[x86][matmul]") {
+    // Which shapes the rule takes (AVX-512: up to 8 columns from K = 128, up to 15 from K = 512).
+    {
+        const auto avx512 = jitmm::hw::X86Isa::avx512, avx2 = jitmm::hw::X86Isa::avx2;
+        auto nt = [](int64_t m, int64_t n, int64_t k) { return dot_problem(Case{m, n, k, 1, false, true}); };
+        CHECK(jitmm::plan::dot_family_serves(nt(23, 7, 1892), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nt(300, 8, 128), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nt(256, 15, 1024), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 12, 128), avx512));    // short K, over half a vector
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 7, 32), avx512));      // K of two vectors
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(1000, 16, 512), avx512));   // a full vector of columns
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(1000, 10, 1000), avx512));  // A of 4 MB, from memory
+        CHECK(jitmm::plan::dot_family_serves(nt(300, 4, 128), avx2));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 7, 128), avx2));  // over half an AVX2 vector
+        jitmm::Problem tt = nt(23, 7, 1892);
+        tt.trans_a = true;
+        tt.lda = 23;
+        CHECK_FALSE(jitmm::plan::dot_family_serves(tt, avx512));  // the dot family would copy A into rows
+        // Three threads take row chunks of one batch.
+        const auto plan = jitmm::plan::plan_x86_gemm_f32_dot(nt(300, 7, 1000), jitmm::hw::cpu_info(), avx512, 3);
+        CHECK(plan.m_chunks == 3);
+        CHECK(plan.n_chunks == 1);
+    }
+    std::mt19937 rng(7373);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {17, 33, 127}) {
+                for (int64_t k : {128, 1000}) {
+                    for (int64_t n : {1, 3, 7, 15}) {
+                        Case c;
+                        c.m = m; c.n = n; c.k = k;
+                        c.tb = true;
+                        c.lda_pad = it % 3 == 1 ? 5 : 0;
+                        c.ldb_pad = it % 4 == 1 ? 16 : it % 4 == 2 ? 3 : 0;
+                        c.ldc_pad = n == 1 ? 2 : it % 5 == 2 ? 3 : 0;  // N = 1 dense would take the swapped path
+                        c.alpha = alphas[it % 4];
+                        c.beta = betas[it % 3];
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = (it / 2) % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.batch = it % 4 == 3 ? 3 : 1;
+                        c.share_b = c.batch > 1 && it % 8 == 3;
+                        c.share_a = c.batch > 1 && it % 8 == 7;
+                        if (jitmm::plan::dot_family_serves(dot_problem(c), tier.isa))
+                            CHECK(generator_name(e, c).find("_dot_") != std::string::npos);
+                        check_case(e, c, rng);
+                        ++it;
+                    }
+                }
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+    if (jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512) {
+        jitmm_engine* e = make_engine("avx512", 1);
+        for (const Case& c : {Case{23, 7, 1892, 7, false, true}, Case{52, 5, 784, 1, false, true},
+                              Case{256, 15, 1024, 1, false, true}})
+            CHECK(generator_name(e, c) == "x86_f32_dot_avx512");
+        jitmm_engine_destroy(e);
+    } else {
+        WARN("SKIPPED the dot-family generator check: no AVX-512 on this CPU (results above checked at every tier)");
+    }
 }
 
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles

@@ -49,7 +49,35 @@ int balanced_tile_width(int64_t n, int widest, int threads) {
     return best;
 }
 
-bool dot_family_fits(const Problem& p) { return p.trans_b && p.m <= 16; }
+// Fewer columns than most of a vector, with many rows: the broadcast family's vectors run along N, so most of their
+// lanes are padding (23x7x1892 NT: 7 of 16), where the dot kernel's vectors run along K and stay full. Only a K of
+// several vectors (the horizontal sums then cost little), an A stored M x K (the dot family would copy a K x M one
+// into rows) and an A per batch that stays in cache across the column tiles (each re-reads it); a short K (under
+// kDotFewColumnsLongK) only for at most half a vector of columns, and not over batches whose A streams from memory.
+// 1 thread, median us, broadcast -> dot: 23x7x1892 x7 197 -> 41, 17x3x5000 47 -> 5.3, 52x5x784 12.9 -> 2.7,
+// 36x7x1886 34 -> 9.3, 200x8x1000 41 -> 23, 300x12x512 34 -> 24, 512x8x256 25.6 -> 14.8, 300x7x128 8.4 -> 5.2,
+// 64x4x1024 x32 930 -> 697, 256x10x256 x4 54 -> 37; not kept: 100x15x100 2.5 -> 3.9, 100x11x100 2.2 -> 2.6,
+// 300x7x32 2.3 -> 3.2, 2000x9x64 26 -> 32, 256x14x256 x8 272 -> 359, 1000x12x200 34 -> 40 (short K, over half a
+// vector), 256x10x256 x8 263 -> 309 (A past L2), 1000x10x1000 341 -> 562 (A 4 MB: from memory), 100x7x300 TT 6.9 ->
+// 15.2 (the copy). Over a long K up to a vector less one: 256x13x1024 69 -> 43, 256x15x1024 64 -> 43. AVX2 (8-float
+// vectors): 23x7x1892 x7 102 -> 57, 1000x4x200 30 -> 17; 512x8x256 19 -> 24 and 300x7x128 6.3 -> 7.2 (over half a
+// vector on a short K) not kept.
+constexpr int64_t kDotFewColumnsMinK = 128;
+constexpr int64_t kDotFewColumnsLongK = 512;
+constexpr double kDotFewColumnsMaxABytes = 1024.0 * 1024;
+
+bool few_columns_long_k(const Problem& p, hw::X86Isa isa) {
+    const int64_t vlen = x86::vector_length(isa >= hw::X86Isa::avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2);
+    const double a_bytes = 4.0 * double(p.m) * double(p.k);
+    const double a_all_bytes = p.stride_a != 0 ? a_bytes * double(p.batch) : a_bytes;
+    const bool long_k = p.k >= kDotFewColumnsLongK;
+    return p.m > 16 && (p.n <= vlen / 2 || (long_k && p.n < vlen)) && !p.trans_a && p.k >= kDotFewColumnsMinK &&
+           a_bytes <= kDotFewColumnsMaxABytes && (long_k || a_all_bytes <= kDotFewColumnsMaxABytes);
+}
+
+bool dot_family_fits(const Problem& p, hw::X86Isa isa) {
+    return p.trans_b && (p.m <= 16 || few_columns_long_k(p, isa));
+}
 
 // A K of a few vectors leaves each dot product mostly its lane reduction: from 6 rows the GEMM family's packed
 // (transposed) B serves it better, small calls or not. 1 thread, median us, dot -> GEMM: 16x16x16 0.41 -> 0.16
@@ -75,11 +103,12 @@ constexpr int64_t kDotMinRowsPerRowK = 8;
 constexpr int64_t kDotKPerRow = 10;
 constexpr double kDotPerRowKMaxBBytes = 1024.0 * 1024;
 
-bool dot_family_serves(const Problem& p) {
-    if (!dot_family_fits(p)) return false;
+bool dot_family_serves(const Problem& p, hw::X86Isa isa) {
+    if (!dot_family_fits(p, isa)) return false;
     const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead, 1: the dot family (measurements)
     if (env != nullptr && env[0] == '0') return false;
     if (env != nullptr && env[0] == '1') return true;
+    if (few_columns_long_k(p, isa)) return true;
     const double b_bytes = 4.0 * double(p.n) * double(p.k);
     const bool reductions_dominate =
         (p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK) ||
@@ -107,7 +136,9 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
             continue;
         const bool covers = t.mr >= p.m;
         if (t.covering_only && !covers) continue;
-        const int64_t waste = ceil_div(p.m, t.mr) * t.mr - p.m;
+        // Many rows (few columns): the padded area of rows and columns, so that the tile's width fits N.
+        const int64_t waste = p.m > 16 ? ceil_div(p.m, t.mr) * t.mr * ceil_div(p.n, t.nj) * t.nj - p.m * p.n
+                                       : ceil_div(p.m, t.mr) * t.mr - p.m;
         const bool better = covers != best_covers ? covers
                                                   : waste < best_waste || (waste == best_waste && t.mr > best.mr);
         if (best.mr == 0 || better) {
@@ -132,7 +163,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     const double b_bytes = 4.0 * double(p.batch) * double(p.n) * double(p.k);
     const double work = std::max(p.flops() / 1.0e6, b_bytes / (256.0 * 1024));
     const int threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
-    if (threads > 1 && p.batch == 1 && forced_tile == nullptr)
+    if (threads > 1 && p.batch == 1 && forced_tile == nullptr && p.m <= 16)  // (many rows: row chunks)
         best.nj = balanced_tile_width(p.n, best.nj, threads);
     L.mr = best.mr;
     L.nj = best.nj;
@@ -172,6 +203,10 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     plan.threads = threads;
     const int64_t n_tiles = ceil_div(p.n, L.nj);
     plan.n_chunks = static_cast<int>(std::min<int64_t>(n_tiles, std::max<int64_t>(1, ceil_div(threads, p.batch))));
+    // Many rows (few columns): the threads a batch's N chunks leave idle take row chunks (whole tiles) of it.
+    if (p.m > 16)
+        plan.m_chunks = static_cast<int>(std::min<int64_t>(
+            ceil_div(p.m, L.mr), std::max<int64_t>(1, ceil_div(threads, p.batch * plan.n_chunks))));
 
     // Few column tiles and a long K: K parts of whole iterations, at least 512 long (see x86_gemm_plan).
     const int64_t units = p.batch * n_tiles;
@@ -180,17 +215,17 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     plan.k_split_ready = units <= kSplitMaxUnits && max_parts >= 2 && p.n <= x86::kSplitFinishMaxWidth;
     if (plan.k_split_ready && threads > 1) {
         plan.k_splits = choose_k_splits(units, p.batch, threads, max_parts);
-        if (plan.k_splits > 1) plan.n_chunks = 1;  // each part task covers every column tile
+        if (plan.k_splits > 1) plan.n_chunks = plan.m_chunks = 1;  // each part task covers every tile
     }
     return plan;
 }
 
 std::string X86DotPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d%s%s threads=%d split=1x%dx%d",
+    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d%s%s threads=%d split=%dx%dx%d",
                   hw::isa_name(layout.isa), layout.mr, layout.nj, layout.k_unroll,
                   a_transposed ? (" A^T copied to rows of " + std::to_string(layout.lda)).c_str() : "",
-                  k_split_ready ? " ksplit-ready" : "", threads, n_chunks, k_splits);
+                  k_split_ready ? " ksplit-ready" : "", threads, m_chunks, n_chunks, k_splits);
     return buf;
 }
 

@@ -16,6 +16,7 @@ struct X86DotPlan {
     x86::GemmF32DotLayout layout;
     int threads = 1;
     int n_chunks = 1;  // each batch's N split into n_chunks tile-aligned parts
+    int m_chunks = 1;  // and its M into m_chunks (many rows over few columns)
     bool k_split_ready = false;  // few tiles, long K: the part variants and the finish are generated (key)
     int k_splits = 1;            // > 1: K cut into this many parts of whole iterations (driver only)
     // A stored K x M (trans_a): each call first copies op(A) into rows of layout.lda (key), which the kernels read.
@@ -26,13 +27,15 @@ struct X86DotPlan {
 };
 
 // The dot family serves B^T (stored N x K) with few rows of A: each B row is then read once, contiguously,
-// instead of being transposed into panels. An A stored K x M is copied into rows first (a_transposed).
-bool dot_family_fits(const Problem& p);
+// instead of being transposed into panels. An A stored K x M is copied into rows first (a_transposed). Also
+// fewer columns than a vector over a long K with an A in cache (the broadcast family's vectors would be
+// mostly padding).
+bool dot_family_fits(const Problem& p, hw::X86Isa isa);
 
 // Whether the dot family serves p rather than the broadcast family: it fits, and p is not a K of at most 64
 // values over 6 rows or more, or of one vector over 3 or more (there the dot kernel's horizontal sums cost more
 // than packing B transposed).
-bool dot_family_serves(const Problem& p);
+bool dot_family_serves(const Problem& p, hw::X86Isa isa);
 
 // The tile width, from `widest` down to half of it, whose whole tiles shared out over `threads` leave the
 // slowest thread the fewest of n's columns, where that is at least 5% fewer than `widest` leaves it (ties to

@@ -228,7 +228,7 @@ public:
         if (isa_ < hw::X86Isa::avx2)
             fail(JITMM_STATUS_UNSUPPORTED, "cpu: this CPU has no AVX2+FMA (or the cap is below avx2); jitmm needs at "
                                            "least the avx2 tier");
-        if (plan::dot_family_serves(p))
+        if (plan::dot_family_serves(p, isa_))
             return std::make_unique<X86Plan<DotF32Family>>(
                 p, plan::plan_x86_gemm_f32_dot(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
         return std::make_unique<X86Plan<BroadcastF32Family>>(

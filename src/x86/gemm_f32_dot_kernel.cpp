@@ -105,7 +105,7 @@ GemmF32DotKernel::GemmF32DotKernel(KernelMeta meta, const Problem& p, const plan
 // any task runs (N chunks or K parts of a batch all read the same rows). Either way the kernels read the same
 // values, so the results do not depend on how the threads split the work. A shared A (stride 0) is copied once.
 bool GemmF32DotKernel::copies_a_per_task() const {
-    return plan_.a_transposed && plan_.n_chunks == 1 && plan_.k_splits <= 1;
+    return plan_.a_transposed && plan_.n_chunks == 1 && plan_.m_chunks == 1 && plan_.k_splits <= 1;
 }
 
 GemmF32DotKernel::ARows GemmF32DotKernel::a_rows(const float* a) const {
@@ -128,20 +128,24 @@ void GemmF32DotKernel::run(const RunArgs& args) const {
     }
     const ARows a = a_rows(static_cast<const float*>(args.a));
     const int64_t nj = plan_.layout.nj;
-    const int64_t tasks = p_.batch * plan_.n_chunks;
+    const int64_t mr = plan_.layout.mr;
+    const int64_t chunks = int64_t(plan_.n_chunks) * plan_.m_chunks;
+    const int64_t tasks = p_.batch * chunks;
     auto task = [&](int64_t t) {
-        const int64_t batch = t / plan_.n_chunks, part = t % plan_.n_chunks;
-        const int64_t tiles = ceil_div(p_.n, nj);
+        const int64_t batch = t / chunks, part = (t % chunks) % plan_.n_chunks, row_part = (t % chunks) / plan_.n_chunks;
+        const int64_t tiles = ceil_div(p_.n, nj), row_tiles = ceil_div(p_.m, mr);
         const int64_t n0 = std::min(p_.n, tiles * part / plan_.n_chunks * nj);
         const int64_t n1 = std::min(p_.n, tiles * (part + 1) / plan_.n_chunks * nj);
-        if (n0 >= n1) return;
+        const int64_t m0 = std::min(p_.m, row_tiles * row_part / plan_.m_chunks * mr);
+        const int64_t m1 = std::min(p_.m, row_tiles * (row_part + 1) / plan_.m_chunks * mr);
+        if (n0 >= n1 || m0 >= m1) return;
         const float* a_batch = a.a + batch * a.stride;
         if (copies_a_per_task()) {
             float* rows = transposed_a_scratch(static_cast<size_t>(p_.m * plan_.layout.lda));
             transpose_a_to_rows(a_batch, p_.lda, p_.m, p_.k, rows, plan_.layout.lda);
             a_batch = rows;
         }
-        run_chunk(a_batch, bt + batch * p_.stride_b, c + batch * p_.stride_c, bias, n0, n1);
+        run_chunk(a_batch, bt + batch * p_.stride_b, c + batch * p_.stride_c, bias, m0, m1, n0, n1);
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -151,12 +155,12 @@ void GemmF32DotKernel::run(const RunArgs& args) const {
 }
 
 // Column tiles outermost: a tile's nj rows of B stream once while the few rows of A stay in cache.
-void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t n0,
-                                 int64_t n1) const {
+void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t m0,
+                                 int64_t m1, int64_t n0, int64_t n1) const {
     const int64_t mr = plan_.layout.mr, nj = plan_.layout.nj;
     for (int64_t j = n0; j < n1; j += nj) {
         const bool col_tail = j + nj > p_.n;
-        for (int64_t i = 0; i < p_.m; i += mr) {
+        for (int64_t i = m0; i < m1; i += mr) {
             const float* bias_tile =
                 p_.bias == BiasKind::per_column ? bias + j : p_.bias == BiasKind::per_row ? bias + i : nullptr;
             fns_[i + mr > p_.m][col_tail](a + i * plan_.layout.lda, bt + j * p_.ldb, c + i * p_.ldc + j, bias_tile);

@@ -34,7 +34,8 @@ private:
     };
     bool copies_a_per_task() const;  // else once per call, in a_rows
     ARows a_rows(const float* a) const;
-    void run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t n0, int64_t n1) const;
+    void run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t m0, int64_t m1, int64_t n0,
+                   int64_t n1) const;
     void run_split(const ARows& a, const float* bt, float* c, const float* bias) const;
 
     Problem p_;
