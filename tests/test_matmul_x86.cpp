@@ -1165,6 +1165,16 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k > 0);
     CHECK(big.layout.b_prefetch_k == 0);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 64, 64, false, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+    // Batches that each read their own B stream it together: prefetched 32 rows ahead where 32 rows take at most
+    // a quarter of L2 and their stride is off 4 KiB multiples, else 16; one B shared by every batch stays in L2.
+    jitmm::Problem batched = plain_problem(19, 263, 924, false, false);
+    batched.batch = 34;
+    batched.stride_a = 19 * 924; batched.stride_b = 924 * 263; batched.stride_c = 19 * 263;
+    CHECK(jitmm::plan::plan_x86_gemm_f32(batched, cpu, isa, 1).layout.b_prefetch_k == 32);
+    batched.stride_b = 0;
+    CHECK(jitmm::plan::plan_x86_gemm_f32(batched, cpu, isa, 1).layout.b_prefetch_k == 0);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 11008, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k == 16);
     // A tile as wide as N reads A once in place (no packing) where a narrower one would pack a large A,
     // and then takes K in one block while B's kc x N fits half of L2.
     for (const auto& shape : {plain_problem(3136, 64, 576, false, false), plain_problem(64, 64, 4096, false, false),

@@ -147,6 +147,8 @@ constexpr int64_t kMaxDirectBRowTiles = 4;
 constexpr int kMinRowsForManyRowTiles = 6;
 // How many k steps ahead a transposed A read in place from memory is prefetched (set below).
 constexpr int kTransposedAPrefetchSteps = 16;
+// k steps ahead that a B read in place from memory has its rows prefetched (see b_streams_from_memory).
+constexpr int kBRowPrefetchSteps = 32;
 // Column panels per B block up to which each call prefetches the next row tile's A (set below).
 constexpr int64_t kMaxPanelsForNextATilePrefetch = 2;
 
@@ -322,8 +324,22 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
                                  double(std::max<int64_t>(1, std::min<int64_t>(threads, n_tiles)));
     const bool b_share_small = !p.trans_b && !plan.pack_a && b_share_bytes <= double(l2) / 4 &&
                                p.flops() / double(p.batch) > kMinFlopsPerThread;
-    const bool b_streams_from_memory = !plan.pack_b && !b_rows_in_place && b_share_bytes > double(l2);
-    if (b_streams_from_memory && std::getenv("JITMM_X86_PF") == nullptr) L.b_prefetch_k = 16;
+    // Batches that each read their own B stream it from memory too once together they exceed L2 (19x263x924
+    // x34: 972 KB per batch, 33 MB in all). The rows are prefetched kBRowPrefetchSteps ahead where that many
+    // rows of B take at most a quarter of L2 (the prefetched rows wait there while every column panel of the
+    // current rows runs) and B's row stride is not a multiple of 4 KiB (rows further ahead would land in the
+    // L1 and L2 sets of the rows in use); else half as far. 1 thread, median us, no prefetch / 16 ahead / 32
+    // ahead: 19x263x924 x34 7200 / 5070 / 3880, 8x300x3000 x8 - / 2630 / 2280, 8x2800x3000 - / 2670 / 2280,
+    // 30x128x2000 x16 3320 / 2710 / 2620, 5x173x2233 x32 5800 / - / 3750; wide or aliasing rows: 16x11008x4096
+    // - / 21700 / 39200, 1x11008x4096 - / 11600 / 15000, 16x4096x4096 - / 6890 / 7430, 8x2048x3000 - / 1830
+    // / 1930.
+    const double b_own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
+    const bool b_streams_from_memory =
+        !plan.pack_b && !b_rows_in_place && b_share_bytes * b_own_batches > double(l2);
+    const bool b_far_rows_fit = double(kBRowPrefetchSteps) * double(p.ldb) * 4.0 <= double(l2) / 4 &&
+                                (p.ldb * 4) % 4096 != 0;
+    if (b_streams_from_memory && std::getenv("JITMM_X86_PF") == nullptr)
+        L.b_prefetch_k = b_far_rows_fit ? kBRowPrefetchSteps : kBRowPrefetchSteps / 2;
     // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
     // whole of N (a few dozen concurrent streams the prefetchers follow) instead of hopping between rows.
     // The A row tile may fill 5/8 of L1 where B streams from L2, packed B included (its blocks are packed
