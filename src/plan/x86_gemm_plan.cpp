@@ -95,12 +95,18 @@ constexpr int kMaxAliasedRows = 8;
 // Rows of an A tile read in place from a small A that may share L1 sets (the rest of L1 holds the B rows).
 constexpr int kMaxInPlaceAliasedRows = 4;
 
+// The most lines that the first lines of `rows` rows lda_bytes apart put into one L1 set (rows that share a
+// line count once: an A of a few columns, e.g. K = 1, packs its rows into few lines and aliases nothing).
 int aliased_rows(int64_t lda_bytes, int rows) {
     int most = 0;
     for (int i = 0; i < rows; ++i) {
+        const int64_t line_i = int64_t(i) * lda_bytes / 64;
         int same = 0;
-        for (int j = 0; j < rows; ++j)
-            same += ((int64_t(i) * lda_bytes) % 4096) / 64 == ((int64_t(j) * lda_bytes) % 4096) / 64;
+        for (int j = 0; j < rows; ++j) {
+            const int64_t line_j = int64_t(j) * lda_bytes / 64;
+            const bool new_line = j == 0 || line_j != (int64_t(j) - 1) * lda_bytes / 64;
+            same += new_line && line_i % 64 == line_j % 64;
+        }
         most = std::max(most, same);
     }
     return most;
