@@ -203,6 +203,21 @@ public:
             row.lda = p.k;
             return plan(row);
         }
+        // K = 1 (an outer product): an A stored 1 x M holds the same M values as an M x 1 column of stride 1,
+        // and a B stored N x 1 with stride 1 the same N values as a 1 x N row; planned untransposed, neither is
+        // packed for a transpose.
+        if (p.k == 1 && !plan::is_lowp_problem(p) && (p.trans_a || (p.trans_b && p.ldb == 1))) {
+            Problem outer = p;
+            if (p.trans_a) {
+                outer.trans_a = false;
+                outer.lda = 1;
+            }
+            if (p.trans_b && p.ldb == 1) {
+                outer.trans_b = false;
+                outer.ldb = p.n;
+            }
+            return plan(outer);
+        }
         if (serves_as_swapped(p)) return std::make_unique<SwappedOperandsPlan>(plan(swapped_operands(p)));
         if (plan::is_lowp_problem(p)) {
             const std::string why = plan::lowp_unsupported_reason(p, hw::cpu_info(), isa_);
