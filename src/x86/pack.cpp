@@ -80,6 +80,18 @@ __attribute__((target("avx512f"))) void transpose_rows_16(const float* src, int6
 
 // dst[0, n) = src[0, n): 8 floats per move, the rest one by one (rows of a panel are short: a call to
 // memcpy per row costs about as much as the copy).
+// The last k_len - k0 values of 16 stored rows (fewer than 8: K's tail past the 8 x 8 blocks, or all of a
+// short K) into 16 panel columns: one gather per k. Element by element they cost 16 scalar stores per k, which
+// made the pack 2/3 of a short-K NT call (7x3355x5, 1 thread: 18 us, 0.41x oneDNN).
+__attribute__((target("avx512f"))) void gather_rows_16(const float* src, int64_t ld, float* dst, int64_t k0,
+                                                       int64_t k_len, int64_t nr) {
+    alignas(64) int32_t offsets[16];
+    for (int c = 0; c < 16; ++c) offsets[c] = static_cast<int32_t>(c * ld);
+    const __m512i index = _mm512_load_si512(offsets);
+    for (int64_t k = k0; k < k_len; ++k)
+        _mm512_storeu_ps(dst + k * nr, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, index, src + k, 4));
+}
+
 __attribute__((target("avx2"))) void copy_floats(const float* src, float* dst, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
@@ -145,18 +157,28 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
     for (int64_t g = unit_begin; g < unit_end; ++g) {
         const int64_t j = g * kPackBColumns, cols = std::min<int64_t>(kPackBColumns, width - j);
         const float* src = b + (j0 + j) * ldb + k0;
-        float* dst[kPackBColumns];
-        for (int64_t c = 0; c < cols; ++c) dst[c] = panels + ((j + c) / nr) * k_len * nr + (j + c) % nr;
+        // Where column c of the unit starts in its panel (a division by nr: computed only where used, which a
+        // short K's pack otherwise spent half its time on).
+        auto dst_of = [&](int64_t c) { return panels + ((j + c) / nr) * k_len * nr + (j + c) % nr; };
+        float* const dst0 = dst_of(0);
+        float* const dst8 = cols > 8 ? dst_of(8) : nullptr;
         const int64_t full = cols / 8 * 8;  // columns done in 8 x 8 blocks (for k < k8)
+        int64_t gathered = 0;  // leading columns whose K tail the gathers wrote
         if (avx512 && full == 16 && nr % 16 == 0) {  // the unit's 16 columns lie in one panel
             const int64_t k16 = k_len / 16 * 16;
-            transpose_rows_16(src, ldb, dst[0], k16, nr);
-            transpose_rows(src + k16, ldb, dst[0] + k16 * nr, dst[8] + k16 * nr, k8 - k16, nr);
+            transpose_rows_16(src, ldb, dst0, k16, nr);
+            transpose_rows(src + k16, ldb, dst0 + k16 * nr, dst8 + k16 * nr, k8 - k16, nr);
+            if (16 * ldb < (int64_t(1) << 31)) {  // (32-bit gather offsets)
+                gather_rows_16(src, ldb, dst0, k8, k_len, nr);
+                gathered = 16;
+            }
         } else {
-            transpose_rows(src, ldb, dst[0], full >= 16 ? dst[8] : nullptr, full > 0 ? k8 : 0, nr);
+            transpose_rows(src, ldb, dst0, full >= 16 ? dst8 : nullptr, full > 0 ? k8 : 0, nr);
         }
-        for (int64_t c = 0; c < cols; ++c)
-            for (int64_t k = c < full ? k8 : 0; k < k_len; ++k) dst[c][k * nr] = src[c * ldb + k];
+        for (int64_t c = gathered; c < cols; ++c) {
+            float* const dst = dst_of(c);
+            for (int64_t k = c < full ? k8 : 0; k < k_len; ++k) dst[k * nr] = src[c * ldb + k];
+        }
         if (j + cols == width && pad_from < nr)
             for (int64_t k = 0; k < k_len; ++k)
                 std::memset(last_panel + k * nr + pad_from, 0, static_cast<size_t>(nr - pad_from) * sizeof(float));
