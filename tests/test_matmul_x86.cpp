@@ -1082,6 +1082,11 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
         const auto plan = jitmm::plan::plan_x86_gemm_f32_dot(nt(300, 7, 1000), jitmm::hw::cpu_info(), avx512, 3);
         CHECK(plan.m_chunks == 3);
         CHECK(plan.n_chunks == 1);
+        // Rows over several tiles (8 to 16): the fewest vector loads per output column (13 rows: 4x6, not the
+        // unpadded 1x24 that streams Bt once per row).
+        const auto thirteen = jitmm::plan::plan_x86_gemm_f32_dot(nt(13, 106, 631), jitmm::hw::cpu_info(), avx512, 1);
+        CHECK(thirteen.layout.mr == 4);
+        CHECK(thirteen.layout.nj == 6);
     }
     std::mt19937 rng(7373);
     const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};

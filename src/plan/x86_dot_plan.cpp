@@ -124,10 +124,10 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     const int64_t a_row_stride = p.trans_a ? x86::transposed_a_row_stride(p.k) : p.lda;
     const bool avx512 = isa >= hw::X86Isa::avx512;
     L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
-    // One tile as tall as M where one fits, the shortest; else the tile whose rows cover M with the least
-    // waste, ties to the wider tile (fewer A reloads).
+    // One tile as tall as M where one fits, the shortest; else the least waste as weighed below, ties to the
+    // taller tile.
     DotTile best{0, 0};
-    int64_t best_waste = 0;
+    double best_waste = 0;
     bool best_covers = false;
     for (DotTile t : avx512 ? std::vector<DotTile>(std::begin(kAvx512DotTiles), std::end(kAvx512DotTiles))
                             : std::vector<DotTile>(std::begin(kAvx2DotTiles), std::end(kAvx2DotTiles))) {
@@ -136,9 +136,14 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
             continue;
         const bool covers = t.mr >= p.m;
         if (t.covering_only && !covers) continue;
-        // Many rows (few columns): the padded area of rows and columns, so that the tile's width fits N.
-        const int64_t waste = p.m > 16 ? ceil_div(p.m, t.mr) * t.mr * ceil_div(p.n, t.nj) * t.nj - p.m * p.n
-                                       : ceil_div(p.m, t.mr) * t.mr - p.m;
+        // Many rows (few columns): the padded area of rows and columns, so that the tile's width fits N. Rows
+        // over several tiles (8 to 16): the vector loads per output column, padded rows x (1 / mr + 1 / nj), as
+        // each row tile streams every Bt row again (1 thread, median us: 13x106x631 NT on 1x24, no padding, 30
+        // -> 14 on 4x6; 11x1000x1000 567 -> 389).
+        const int64_t padded_rows = ceil_div(p.m, t.mr) * t.mr;
+        const double waste = p.m > 16  ? double(padded_rows * ceil_div(p.n, t.nj) * t.nj - p.m * p.n)
+                             : covers ? double(padded_rows - p.m)
+                                      : double(padded_rows) * (1.0 / t.mr + 1.0 / t.nj);
         const bool better = covers != best_covers ? covers
                                                   : waste < best_waste || (waste == best_waste && t.mr > best.mr);
         if (best.mr == 0 || better) {
