@@ -48,6 +48,11 @@ public:
     size_t emit_finish(const SplitFinishLayout& f) { return emit_split_finish(*this, pool_, math_, f); }
 
     void finish() {
+        if (need_lane_order_) {  // reduce_row's permute: lane p takes the sum in lane 4 (p % 4) + p / 4
+            align(64);
+            L(lane_order_);
+            for (int p = 0; p < 16; ++p) dd(static_cast<uint32_t>(4 * (p % 4) + p / 4));
+        }
         if (need_mask_table_) {
             align(32);
             L(mask_table_);
@@ -199,18 +204,17 @@ private:
     }
 
     // AVX-512: the sums of n (at most 16) accumulators of row i from column c0 into lanes 0 .. n - 1 of one of
-    // them (returned): a tree of four levels, each pairing registers by in-lane shuffles and one add (45
-    // instructions for 16 sums, where horizontal_sum takes 8 per sum: with a short K the reductions were most
-    // of the kernel: 1 thread, median us, 2x4096x16 NT 10.5 -> 6.0, 2x1573x13 x2 8.7 -> 5.7, 1x4096x8 5.9 -> 3.7,
-    // 2x702x11 TT x16 31 -> 20, 3x518x19 2.4 -> 1.7; a long K even). The inputs are fed in the order that leaves
-    // lane j with column c0 + j; absent ones read a zeroed register, and pairs of two absent ones cost nothing.
+    // them (returned): a tree of four levels, each pairing registers by in-lane shuffles and one add, then one
+    // permute (46 instructions for 16 sums, 16 for 4, where horizontal_sum takes 8 per sum: with a short K the
+    // reductions were most of the kernel: 1 thread, median us, 2x4096x16 NT 10.5 -> 6.0, 2x1573x13 x2 8.7 ->
+    // 5.7, 1x4096x8 5.9 -> 3.7, 2x702x11 TT x16 31 -> 20, 3x518x19 2.4 -> 1.7; a long K even). Input p ends
+    // in lane 4 (p % 4) + p / 4 (the levels split 256, 128, 64 and 32 bits): the permute puts it in lane p.
+    // Inputs sit at the front, so that pairs with an absent partner (a zeroed register) are few and pairs of
+    // two absent ones cost nothing.
     Xbyak::Zmm reduce_row(int i, int c0, int n) {
         using Xbyak::Zmm;
         std::vector<int> regs(16, -1);
-        for (int pos = 0; pos < 16; ++pos) {
-            const int j = 4 * (pos % 4) + pos / 4;  // the tree's lane order is this transpose of its inputs
-            if (j < n) regs[pos] = acc(i, c0 + j).getIdx();
-        }
+        for (int j = 0; j < n; ++j) regs[j] = acc(i, c0 + j).getIdx();
         const Zmm tmp(scalar(0).getIdx()), zero(scalar(1).getIdx());
         bool zeroed = false;
         auto operand = [&](int r) {
@@ -243,10 +247,14 @@ private:
             }
             regs = next;
         }
-        return Zmm(regs[0]);
+        const Zmm sums(regs[0]);
+        vmovups(tmp, ptr[rip + lane_order_]);
+        need_lane_order_ = true;
+        vpermps(sums, tmp, sums);
+        return sums;
     }
 
-    // AVX-512 with two or more columns: each row's sums by reduce_row, 16 at a time, then alpha, beta*C, bias
+    // AVX-512 with four or more columns: each row's sums by reduce_row, 16 at a time, then alpha, beta*C, bias
     // and the activation on the vector and one store under a lane mask (k3). (A K part's kernel stores its
     // alpha-scaled sums.)
     void tree_epilogue() {
@@ -284,9 +292,9 @@ private:
     }
 
     // Per output, in lane 0 of an xmm: alpha, beta*C, bias, activation, one scalar store (AVX-512 with a
-    // GELU or SiLU takes vector_epilogue, and with two or more columns tree_epilogue).
+    // GELU or SiLU takes vector_epilogue, and with four or more columns tree_epilogue: fewer measured even).
     void epilogue() {
-        if (avx512_ && cols_ >= 2) {
+        if (avx512_ && cols_ >= 4) {
             tree_epilogue();
             return;
         }
@@ -334,6 +342,8 @@ private:
     bool partial_ = false;
     bool need_mask_table_ = false;
     Xbyak::Label mask_table_;
+    bool need_lane_order_ = false;
+    Xbyak::Label lane_order_;
 };
 
 }  // namespace
