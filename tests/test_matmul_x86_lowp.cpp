@@ -2192,6 +2192,49 @@ TEST_CASE("x86 lowp: batches of small blocks with scales, zero point, bias and a
     }
 }
 
+TEST_CASE("x86 lowp: K of a few values (dense A panels, gathered transposed B) over layouts, pads, batches, tiers",
+          "[x86][lowp]") {
+    // K = 1-8: A rows packed back to back (one run where lda = K), a transposed 16-bit B widened by dword gathers
+    // (the last column alone at K = 1), over rows past one M block, odd columns, ld pads, batches and epilogues.
+    std::mt19937 rng(4242);
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{6, 464, 3, 1}, {2897, 2, 1, 2}, {21, 32, 3, 3}, {342, 27, 1, 1}, {5, 17, 2, 1},
+                            {1990, 12, 6, 1}, {33, 70, 7, 2},   {1, 1, 1, 1},    {70, 45, 5, 1}, {130, 31, 4, 1}};
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_BF16},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            for (const auto& in : ins) {
+                for (int layout = 0; layout < 4; ++layout, ++it) {
+                    INFO("tier " << tier.name << " case " << it);
+                    Case c;
+                    set_types(c, in);
+                    c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                    c.ta = layout & 2;
+                    c.tb = layout & 1;
+                    c.lda_pad = it % 5 == 0 ? 3 : 0;
+                    c.ldb_pad = it % 3 == 0 ? 1 : 0;
+                    c.ldc_pad = it % 2;
+                    if (c.c != JITMM_DTYPE_S32) {
+                        c.beta = it % 3 == 1 ? 0.5f : 0.0f;
+                        // (Not on a handful of values: one output near an activation's zero makes the relative
+                        // error of its approximation the whole norm.)
+                        if (c.m * c.n >= 64) c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    }
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+}
+
 namespace {
 
 // The planner tests' chip: L1 and L2 as on the machines measured, AMX present.
@@ -2435,6 +2478,33 @@ TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on 
     CHECK(step(64, 64, 32, JITMM_DTYPE_U8) == LowpStep::amx_int8);       // a small C
     CHECK(step(1000, 48, 4, JITMM_DTYPE_S8) == LowpStep::amx_int8);      // s8 A over a narrow C
     CHECK(step(200, 1000, 12, JITMM_DTYPE_S8) == LowpStep::amx_int8);    // s8 A past two k groups
+    // A smaller C with tile tails: no whole-call AMX function, a configuration per tail shape.
+    CHECK(step(14, 795, 4, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(100, 100, 6, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(14, 795, 4, JITMM_DTYPE_S8) == LowpStep::vnni_u8s8);
+    CHECK(step(64, 64, 8, JITMM_DTYPE_S8) == LowpStep::amx_int8);       // whole tiles
+    CHECK(step(100, 100, 6, JITMM_DTYPE_S8) == LowpStep::amx_int8);     // s8 A over a narrow C
+}
+
+TEST_CASE("x86 lowp planner: bf16 with K <= 4 or an odd K <= 7 on converted FMAs, rows packed back to back",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    const auto plan = [&](int64_t m, int64_t n, int64_t k) {
+        const jitmm::Problem p = planner_problem(m, n, k, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1);
+    };
+    CHECK(plan(347, 34, 3).layout.step == LowpStep::fma_f32);
+    CHECK(plan(347, 34, 5).layout.step == LowpStep::fma_f32);
+    CHECK(plan(512, 512, 7).layout.step == LowpStep::fma_f32);
+    CHECK(plan(3072, 160, 6).layout.step == LowpStep::amx_bf16);  // an even K: short AMX steps
+    CHECK(plan(256, 64, 8).layout.step == LowpStep::amx_bf16);
+    CHECK(plan(512, 512, 9).layout.step == LowpStep::amx_bf16);
+    // Rows of at most a line in one K block: packed A rows K values apart.
+    const jitmm::plan::X86LowpPlan p3 = plan(347, 34, 3);
+    CHECK(p3.pack_a);
+    CHECK(p3.a_panel_ld == 3);
+    CHECK(p3.layout.a_row_bytes == 12);
 }
 
 TEST_CASE("x86 lowp planner: VNNI dot products for decode rows only where K is more than their reductions",

@@ -112,9 +112,11 @@ bool avx_vnni_usable(const hw::CpuInfo& cpu, hw::X86Isa isa) {
 // int8 with K up to this over a C of at least kShortKVnniMinC values runs on VNNI rather than AMX (choose_step).
 constexpr int64_t kShortKVnniMaxK = 32;
 constexpr double kShortKVnniMinC = 16384;
+constexpr double kShortKVnniMinTailC = 2048;
 
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
+constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
@@ -135,7 +137,14 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 34 -> 24, 77x640x3 6.2 -> 4.3. Kept AMX: u8 512x512x48 33 (VNNI 37), 64x64x32 0.2 (0.5); s8 1000x48x4
         // 3.8 (6.2), 3072x12x5 9 (10), 200x1000x12 22 (24).
         const double c_values = double(p.m) * double(p.n) * double(p.batch);
-        const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK && c_values >= kShortKVnniMinC &&
+        // A smaller C as well (from kShortKVnniMinTailC values) where its rows or columns end in tile tails: no
+        // whole-call AMX function serves it, and each tail shape costs a tile configuration. 1 thread, median us,
+        // AMX -> VNNI: u8 14x795x4 2.33 -> 0.97, 16x300x8 NT 1.19 -> 0.61, 100x100x6 1.63 -> 0.97, 100x120x12
+        // 1.81 -> 1.05, 161x98x5 NT 3.3 -> 2.9; s8 14x795x4 2.4 -> 1.7. Whole tiles keep AMX (u8 64x64x16 0.20,
+        // VNNI 0.30; s8 64x64x8 0.20, VNNI 0.43).
+        const bool tails = p.m % 16 != 0 || p.n % 16 != 0;
+        const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK &&
+                                  (c_values >= kShortKVnniMinC || (tails && c_values >= kShortKVnniMinTailC)) &&
                                   (p.a_type == JITMM_DTYPE_U8 || (p.k <= 8 && p.n >= 256));
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni)
             return LowpStep::amx_int8;
@@ -160,7 +169,16 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 9.7, 128x128x8 x12 25.7 -> 18.1, 3072x160x6 77 -> 46, 100x1000x8 NT 15.6 -> 11.5; 640x250x8 NT 21.7
         // -> 22-25), and K <= 4 measured mixed (256x64x4 x6 14.1 -> 9.1, 1000x1000x2 186 -> 166).
         const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
-        if (p.k <= kBf16MaxFmaK && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
+        // An odd K up to kBf16MaxOddFmaK has no short AMX step (its rows are not whole dwords), so AMX runs a
+        // full 64-byte step for it, and A is packed: the FMAs win there since their packing of A and of a
+        // transposed B no longer goes row by row (dense panels, gathers). 1 thread, median us, AMX -> fma_f32:
+        // K = 5: 347x34 NT 3.6 -> 2.0, 3072x12 8.6 -> 6.6, 300x300 14.4 -> 10.5, 512x512 33.0 -> 24.7, 700x700
+        // TN 85 -> 67, 64x64 NT 0.55 -> 0.48; K = 7: 512x512 NT 37.5 -> 26.2, 300x300 TN 15.4 -> 10.8, 64x1000
+        // 9.5 -> 8.5, 32x32 x16 2.8 even. An even K keeps AMX (short steps): K = 6 3072x160 46 -> 60, 3072x12
+        // 4.2 -> 7.1, 77x640 5.0 -> 4.9; K = 8 256x64 x6 8.5 -> 12.2, 100x1000 NT 11.9 -> 17.1, 2000x20 4.2 ->
+        // 9.0 (only 347x34x6 NT gained, 3.0 -> 2.1).
+        const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK);
+        if (fma_k && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
             return LowpStep::fma_f32;
         if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;
         if (isa >= hw::X86Isa::amx) return LowpStep::dot_bf16;
@@ -689,6 +707,11 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned
     // (a tile row split across cache lines loads several times slower), so it always has a panel ready.
     plan.a_panel_ld = (round_up(plan.kc * esz, 64) + 64) / esz;
+    // The vector steps with all of K in one block of at most a cache line a row: rows packed back to back (the
+    // line of padding only spreads long rows over the L1 sets; a row tile of such rows is a few lines anyway).
+    // An A stored with lda = K then packs as one run (pack_a_lowp), where padded rows cost a masked load and
+    // store per row: 1 thread, median us, padded -> dense: bf16 2897x2x1 x52 470 -> 171, 342x27x1 1.25 -> 0.98.
+    if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64) plan.a_panel_ld = round_up(p.k, g);
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
