@@ -10,6 +10,7 @@
 #include <jitmm/jitmm.h>
 #include <xbyak/xbyak.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -2188,6 +2189,53 @@ TEST_CASE("x86 lowp: batches of small blocks with scales, zero point, bias and a
                 check_bits_match_one_thread(one.e, three.e, c, 300 + it);
                 ++it;
             }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
+    // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
+    // the last row tile comes from a copy. A ends exactly at a PROT_NONE page, B and C are ordinary buffers.
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(777);
+    struct Shape {
+        int64_t m, n, k, lda;
+    };
+    const Shape shapes[] = {{1990, 12, 6, 6}, {37, 20, 5, 5}, {702, 29, 1, 1}, {3, 40, 3, 3}, {100, 100, 7, 9},
+                            {2, 300, 1, 1}, {61, 17, 2, 2}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        for (const Shape& s : shapes) {
+            INFO("tier " << tier.name << " " << s.m << "x" << s.n << "x" << s.k << " lda " << s.lda);
+            const int64_t a_bytes = (s.m - 1) * s.lda + s.k;
+            const size_t span = static_cast<size_t>((a_bytes + page - 1) / page * page);
+            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            REQUIRE(map != MAP_FAILED);
+            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+            uint8_t* a = static_cast<uint8_t*>(map) + span - a_bytes;
+            std::uniform_int_distribution<int> byte(0, 255), sbyte(-128, 127);
+            for (int64_t i = 0; i < a_bytes; ++i) a[i] = static_cast<uint8_t>(byte(rng));
+            std::vector<int8_t> b(static_cast<size_t>(s.k * s.n));
+            for (auto& v : b) v = static_cast<int8_t>(sbyte(rng));
+            std::vector<int32_t> out(static_cast<size_t>(s.m * s.n), INT32_MIN);
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = s.m; d.n = s.n; d.k = s.k;
+            d.a_type = JITMM_DTYPE_U8; d.b_type = JITMM_DTYPE_S8; d.c_type = JITMM_DTYPE_S32;
+            d.lda = s.lda; d.ldb = s.n; d.ldc = s.n;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a; args.b = b.data(); args.c = out.data();
+            REQUIRE(jitmm_matmul(e.e, &d, &args) == JITMM_STATUS_SUCCESS);
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < s.m; ++i)
+                for (int64_t j = 0; j < s.n; ++j) {
+                    int64_t sum = 0;
+                    for (int64_t k = 0; k < s.k; ++k) sum += int64_t(a[i * s.lda + k]) * b[k * s.n + j];
+                    wrong += sum != out[i * s.n + j];
+                }
+            CHECK(wrong == 0);
+            munmap(map, span + page);
         }
     }
 }

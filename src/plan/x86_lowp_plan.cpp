@@ -682,7 +682,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // packs an A whose rows are not 64-byte aligned). 1 thread, TSC per C API call, packed -> in place: s8 32^3
     // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754.
     const bool amx_short_k = amx && p.k <= plan.kc && amx_k_step_bytes(L.step, p.k) < kAmxStepBytes;
-    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || (p.k % k_multiple != 0 && !amx_short_k) ||
+    // A u8 A for vpdpbusd whose K ends inside a k group is read in place too: the dword read past a row's K
+    // meets packed B's zero rows (exact: integers), and the driver copies the last row tile, whose reads may run
+    // past the end of A (GemmLowpKernel::copy_last_rows). Packing copied every row, a masked load and store
+    // each: 1 thread, median us, packed -> in place: u8 1990x12x6 5.6 -> 2.7, 702x29x1 NT 3.2 -> 2.1, 161x98x5
+    // NT 2.9 -> 2.5, 100x100x6 0.97 -> 0.73.
+    const bool vnni_k_tail_in_place = L.step == LowpStep::vnni_u8s8 && int64_t(L.mr) * p.lda >= 3;
+    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a ||
+                  (p.k % k_multiple != 0 && !amx_short_k && !vnni_k_tail_in_place) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
     // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
