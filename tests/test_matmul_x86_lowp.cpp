@@ -2193,6 +2193,49 @@ TEST_CASE("x86 lowp: batches of small blocks with scales, zero point, bias and a
     }
 }
 
+TEST_CASE("x86 lowp: few rows times a small B over a long K (dot products), narrow N on the vector tiles",
+          "[x86][lowp]") {
+    // B of at most 16 KB stored N x K with K >= 256 bytes and at most 8 rows: the VNNI dot products; at the
+    // VNNI tiers the same shapes stored K x N take tiles of no more vectors than N needs.
+    std::mt19937 rng(5151);
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{3, 10, 976, 1}, {7, 13, 1178, 3}, {4, 20, 512, 1}, {8, 30, 300, 2}, {1, 5, 257, 1},
+                            {5, 33, 290, 1}};
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_BF16}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            for (const auto& in : ins) {
+                for (int layout = 0; layout < 4; ++layout, ++it) {
+                    INFO("tier " << tier.name << " case " << it);
+                    Case c;
+                    set_types(c, in);
+                    c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                    c.ta = layout & 2;
+                    c.tb = layout & 1;
+                    c.lda_pad = it % 3 == 0 ? 5 : 0;
+                    c.ldb_pad = it % 2 == 0 ? 3 : 0;
+                    c.ldc_pad = it % 2;
+                    c.share_b = it % 5 == 1;
+                    if (c.c != JITMM_DTYPE_S32) {
+                        c.beta = it % 3 == 1 ? 0.5f : 0.0f;
+                        if (c.m * c.n >= 64) c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.a_scale = it % 2 ? JITMM_SCALE_PER_ROW : JITMM_SCALE_PER_TENSOR;
+                        c.b_scale = it % 3 ? JITMM_SCALE_PER_COLUMN : JITMM_SCALE_NONE;
+                    }
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
     // the last row tile comes from a copy. A ends exactly at a PROT_NONE page, B and C are ordinary buffers.
@@ -2532,6 +2575,22 @@ TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on 
     CHECK(step(14, 795, 4, JITMM_DTYPE_S8) == LowpStep::vnni_u8s8);
     CHECK(step(64, 64, 8, JITMM_DTYPE_S8) == LowpStep::amx_int8);       // whole tiles
     CHECK(step(100, 100, 6, JITMM_DTYPE_S8) == LowpStep::amx_int8);     // s8 A over a narrow C
+}
+
+TEST_CASE("x86 lowp planner: dot products for a small B over a long K, vector tiles no wider than N",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool tb, X86Isa isa) {
+        jitmm::Problem p = planner_problem(m, n, k, false, tb, JITMM_DTYPE_U8, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    CHECK(plan(3, 10, 976, true, X86Isa::amx).layout.dot_nt);
+    CHECK(plan(8, 30, 300, true, X86Isa::amx).layout.dot_nt);
+    CHECK_FALSE(plan(16, 16, 256, true, X86Isa::amx).layout.dot_nt);  // more rows: a whole-call AMX function
+    CHECK_FALSE(plan(4, 20, 128, true, X86Isa::amx).layout.dot_nt);   // a shorter K
+    const jitmm::plan::X86LowpPlan narrow = plan(3, 10, 976, false, X86Isa::avx512_vnni);
+    CHECK(narrow.layout.nv == 1);
 }
 
 TEST_CASE("x86 lowp planner: bf16 with K <= 4 or an odd K <= 7 on converted FMAs, rows packed back to back",

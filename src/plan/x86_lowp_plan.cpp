@@ -88,8 +88,15 @@ TileShape choose_tile(const Problem& p, LowpStep step, bool zmm) {
             best_cost = c;
         }
     };
-    if (zmm) for (TileShape t : kZmmTiles) consider(t);
-    else for (TileShape t : kYmmTiles) consider(t);
+    // No more vectors than N needs where a tile fits: the cost above sees one column tile either way, but B is
+    // packed in panels of nv vectors, padding included (VNNI tier, 1 thread, median us: u8 3x10x976 a 6x64
+    // tile 1.55, 28x16 0.87; 100x40x256, 500x20x128, 1000x33x64 and s8 64x24x1024 even).
+    const int64_t nv_needed = ceil_div(p.n, int64_t(zmm ? 16 : 8));
+    for (const bool narrow : {true, false}) {
+        if (zmm) for (TileShape t : kZmmTiles) { if (!narrow || t.nv <= nv_needed) consider(t); }
+        else for (TileShape t : kYmmTiles) { if (!narrow || t.nv <= nv_needed) consider(t); }
+        if (best.mr != 0) break;
+    }
     if (const char* forced = std::getenv("JITMM_X86_LOWP_TILE")) {  // "RxV" (rows x vectors): a tuning knob
         int r = 0, v = 0;
         if (std::sscanf(forced, "%dx%d", &r, &v) == 2 && r >= 1 && v >= 1 && tile_fits({r, v}, step, zmm))
@@ -340,6 +347,12 @@ constexpr int64_t kDotMaxRows = 16;
 // per-call A packing cost more than packing it (1 thread, TSC per C API call, dot -> packed: 16^3 NT s8
 // 870 -> 446, u8 782 -> 178; 8^3 NT s8 965 -> 270, u8 309 -> 136).
 constexpr int64_t kDotMinBBytes = 16 * 1024;
+// Unless K is long for the few rows: the reductions then come once per long dot product, and packing B (a
+// transpose of all of it, into panels mostly padding where N is small) is the call. 1 thread, median us,
+// packed -> dot: u8 3x10x976 NT 1.85 -> 0.19, 7x13x1178 NT x27 57 -> 16, s8 4x20x512 NT 1.13 -> 0.41, u8
+// 8x30x300 NT 0.51 -> 0.48; 16 rows stay packed (16x16x256 NT s8 0.23, dot 0.88: one whole-call AMX function).
+constexpr int64_t kDotMinKBytesSmallB = 256;
+constexpr int64_t kDotMaxRowsSmallB = 8;
 
 // A K of one 64-byte vector over 6 rows or more (4 from half a vector) leaves each dot product mostly its lane
 // reduction, as in the f32 dot family: B packed serves it better (1 thread, median us, dot -> packed: VNNI tier s8
@@ -358,7 +371,9 @@ bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa) {
     // zmm and mask registers: the AVX-512 VNNI tiers only (AVX-VNNI at avx2 packs B).
     return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows &&
            !reductions_dominate && p.a_zero_point == 0 &&
-           p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) && p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes;
+           p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) &&
+           (p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes ||
+            (k_bytes >= kDotMinKBytesSmallB && p.m <= kDotMaxRowsSmallB));
 }
 
 X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
