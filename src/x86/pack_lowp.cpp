@@ -191,6 +191,31 @@ __attribute__((target("avx2"))) inline __m256i quad_sums(__m256i x, bool is_sign
     return _mm256_madd_epi16(pairs, ones16);
 }
 
+// sums[c] += the sum of column c's int8 values over a packed panel's first `groups` k groups (nr columns a group).
+__attribute__((target("avx2"))) void panel_column_sums(const uint32_t* panel, int64_t groups, int cols, int64_t nr,
+                                                       int32_t* sums, bool is_signed) {
+    int c = 0;
+    for (; c + 8 <= cols; c += 8) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t q = 0; q < groups; ++q)
+            acc = _mm256_add_epi32(acc, quad_sums(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                      panel + q * nr + c)), is_signed));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + c),
+                            _mm256_add_epi32(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + c))));
+    }
+    for (; c < cols; ++c) {
+        int32_t sum = 0;
+        for (int64_t q = 0; q < groups; ++q) {
+            const uint32_t v = panel[q * nr + c];
+            for (int e = 0; e < 4; ++e) {
+                const uint8_t byte = static_cast<uint8_t>(v >> (8 * e));
+                sum += is_signed ? int32_t(static_cast<int8_t>(byte)) : int32_t(byte);
+            }
+        }
+        sums[c] += sum;
+    }
+}
+
 // Row-major int8 B, k groups of 4: 32 columns at a time, four rows interleaved bytewise into column quads.
 // Columns past `cols` (the last panel's tail) read as zero through a zero-padded copy of the rows.
 // A row segment of `bytes` (< 32) bytes, zero padded: one masked load where AVX-512 (BW+VL) is there (kept out
@@ -542,16 +567,24 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
         static const bool zmm = hw::cpu_info().avx512f;
         if (zmm) pack_b_cols_dwords_zmm(src, ldb * esz, full, cols, nr, reinterpret_cast<uint32_t*>(panel));
         else pack_b_cols_dwords(src, ldb * esz, full, cols, nr, reinterpret_cast<uint32_t*>(panel));
-        for (int64_t k = full * g; k < k_len; ++k)
-            for (int c = 0; c < cols; ++c)
-                std::memcpy(panel + ((full * nr + c) * g + (k - full * g)) * esz, src + (c * ldb + k) * esz,
-                            static_cast<size_t>(esz));
-        if (sums)
-            for (int c = 0; c < cols; ++c) {
-                int32_t sum = 0;
-                for (int64_t k = 0; k < k_len; ++k) sum += int8_value(src + c * ldb, k, b_signed);
-                sums[c] += sum;
+        // The partial group: a dword per column, its bytes past K zero (a byte at a time per k and column was
+        // most of packing a short K: 19x684x6 NT s8 on AMX).
+        const int64_t tail_bytes = (k_len - full * g) * esz;
+        if (tail_bytes > 0) {
+            auto* dwords = reinterpret_cast<uint32_t*>(panel) + full * nr;
+            const uint8_t* tail = src + full * g * esz;
+            const int64_t ld_bytes = ldb * esz;
+            for (int c = 0; c < cols; ++c, tail += ld_bytes) {
+                uint32_t v = tail[0];
+                if (tail_bytes > 1) v |= uint32_t(tail[1]) << 8;
+                if (tail_bytes > 2) v |= uint32_t(tail[2]) << 16;
+                std::memcpy(dwords + c, &v, 4);
             }
+        }
+        // The column sums from the packed dwords (zero past K and past the columns), 8 columns a vector: the
+        // scalar walk along each stored row was most of packing a short K (19x684x6 NT s8 on VNNI).
+        if (sums) panel_column_sums(reinterpret_cast<const uint32_t*>(panel), ceil_div(k_len, g), cols, nr, sums,
+                                    b_signed);
     }
     return true;
 }
