@@ -2236,6 +2236,50 @@ TEST_CASE("x86 lowp: few rows times a small B over a long K (dot products), narr
     }
 }
 
+TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over one block of short K steps",
+          "[x86][lowp][amx]") {
+    // Few rows times B stored N x K with K one block of short steps (K bytes a multiple of 4 below 64): the tiles
+    // read each row's K bytes where they lie, whatever ldb and B's alignment.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(6262);
+    EngineGuard one{make_engine("amx", 1)};
+    EngineGuard two{make_engine("amx", 2)};
+    struct Shape {
+        int64_t m, n, k, batch;
+        jitmm_dtype in, out;
+    };
+    const Shape shapes[] = {{6, 959, 16, 3, JITMM_DTYPE_BF16, JITMM_DTYPE_F32}, {5, 700, 20, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                            {16, 1000, 48, 2, JITMM_DTYPE_U8, JITMM_DTYPE_S32}, {12, 1500, 44, 1, JITMM_DTYPE_S8, JITMM_DTYPE_F32},
+                            {3, 2000, 28, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_F32}};
+    int it = 0;
+    for (const Shape& s : shapes) {
+        for (int variant = 0; variant < 4; ++variant, ++it) {
+            INFO("case " << it);
+            Case c;
+            c.a = s.in;
+            c.b = s.in == JITMM_DTYPE_U8 ? JITMM_DTYPE_S8 : s.in;
+            c.c = s.out;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.tb = true;
+            c.ta = variant & 1;
+            c.ldb_pad = variant == 0 ? 0 : variant == 1 ? 1 : variant == 2 ? 3 : 16;
+            c.b_offset = variant == 3 ? 5 : 0;
+            c.lda_pad = variant;
+            c.ldc_pad = variant % 2;
+            if (c.c != JITMM_DTYPE_S32) {
+                c.beta = variant == 2 ? 0.5f : 0.0f;
+                c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+            }
+            check_case(one.e, c, rng);
+            check_case(two.e, c, rng);
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
     // the last row tile comes from a copy. A ends exactly at a PROT_NONE page, B and C are ordinary buffers.
