@@ -10,6 +10,7 @@
 #include <jitmm/jitmm.h>
 #include <xbyak/xbyak.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -2192,6 +2193,183 @@ TEST_CASE("x86 lowp: batches of small blocks with scales, zero point, bias and a
     }
 }
 
+TEST_CASE("x86 lowp: few rows times a small B over a long K (dot products), narrow N on the vector tiles",
+          "[x86][lowp]") {
+    // B of at most 16 KB stored N x K with K >= 256 bytes and at most 8 rows: the VNNI dot products; at the
+    // VNNI tiers the same shapes stored K x N take tiles of no more vectors than N needs.
+    std::mt19937 rng(5151);
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{3, 10, 976, 1}, {7, 13, 1178, 3}, {4, 20, 512, 1}, {8, 30, 300, 2}, {1, 5, 257, 1},
+                            {5, 33, 290, 1}};
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_BF16}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            for (const auto& in : ins) {
+                for (int layout = 0; layout < 4; ++layout, ++it) {
+                    INFO("tier " << tier.name << " case " << it);
+                    Case c;
+                    set_types(c, in);
+                    c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                    c.ta = layout & 2;
+                    c.tb = layout & 1;
+                    c.lda_pad = it % 3 == 0 ? 5 : 0;
+                    c.ldb_pad = it % 2 == 0 ? 3 : 0;
+                    c.ldc_pad = it % 2;
+                    c.share_b = it % 5 == 1;
+                    if (c.c != JITMM_DTYPE_S32) {
+                        c.beta = it % 3 == 1 ? 0.5f : 0.0f;
+                        if (c.m * c.n >= 64) c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.a_scale = it % 2 ? JITMM_SCALE_PER_ROW : JITMM_SCALE_PER_TENSOR;
+                        c.b_scale = it % 3 ? JITMM_SCALE_PER_COLUMN : JITMM_SCALE_NONE;
+                    }
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over one block of short K steps",
+          "[x86][lowp][amx]") {
+    // Few rows times B stored N x K with K one block of short steps (K bytes a multiple of 4 below 64): the tiles
+    // read each row's K bytes where they lie, whatever ldb and B's alignment.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(6262);
+    EngineGuard one{make_engine("amx", 1)};
+    EngineGuard two{make_engine("amx", 2)};
+    struct Shape {
+        int64_t m, n, k, batch;
+        jitmm_dtype in, out;
+    };
+    const Shape shapes[] = {{6, 959, 16, 3, JITMM_DTYPE_BF16, JITMM_DTYPE_F32}, {5, 700, 20, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                            {16, 1000, 48, 2, JITMM_DTYPE_U8, JITMM_DTYPE_S32}, {12, 1500, 44, 1, JITMM_DTYPE_S8, JITMM_DTYPE_F32},
+                            {3, 2000, 28, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_F32}};
+    int it = 0;
+    for (const Shape& s : shapes) {
+        for (int variant = 0; variant < 4; ++variant, ++it) {
+            INFO("case " << it);
+            Case c;
+            c.a = s.in;
+            c.b = s.in == JITMM_DTYPE_U8 ? JITMM_DTYPE_S8 : s.in;
+            c.c = s.out;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.tb = true;
+            c.ta = variant & 1;
+            c.ldb_pad = variant == 0 ? 0 : variant == 1 ? 1 : variant == 2 ? 3 : 16;
+            c.b_offset = variant == 3 ? 5 : 0;
+            c.lda_pad = variant;
+            c.ldc_pad = variant % 2;
+            if (c.c != JITMM_DTYPE_S32) {
+                c.beta = variant == 2 ? 0.5f : 0.0f;
+                c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+            }
+            check_case(one.e, c, rng);
+            check_case(two.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
+    // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
+    // the last row tile comes from a copy. A ends exactly at a PROT_NONE page, B and C are ordinary buffers.
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(777);
+    struct Shape {
+        int64_t m, n, k, lda;
+    };
+    const Shape shapes[] = {{1990, 12, 6, 6}, {37, 20, 5, 5}, {702, 29, 1, 1}, {3, 40, 3, 3}, {100, 100, 7, 9},
+                            {2, 300, 1, 1}, {61, 17, 2, 2}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        for (const Shape& s : shapes) {
+            INFO("tier " << tier.name << " " << s.m << "x" << s.n << "x" << s.k << " lda " << s.lda);
+            const int64_t a_bytes = (s.m - 1) * s.lda + s.k;
+            const size_t span = static_cast<size_t>((a_bytes + page - 1) / page * page);
+            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            REQUIRE(map != MAP_FAILED);
+            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+            uint8_t* a = static_cast<uint8_t*>(map) + span - a_bytes;
+            std::uniform_int_distribution<int> byte(0, 255), sbyte(-128, 127);
+            for (int64_t i = 0; i < a_bytes; ++i) a[i] = static_cast<uint8_t>(byte(rng));
+            std::vector<int8_t> b(static_cast<size_t>(s.k * s.n));
+            for (auto& v : b) v = static_cast<int8_t>(sbyte(rng));
+            std::vector<int32_t> out(static_cast<size_t>(s.m * s.n), INT32_MIN);
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = s.m; d.n = s.n; d.k = s.k;
+            d.a_type = JITMM_DTYPE_U8; d.b_type = JITMM_DTYPE_S8; d.c_type = JITMM_DTYPE_S32;
+            d.lda = s.lda; d.ldb = s.n; d.ldc = s.n;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a; args.b = b.data(); args.c = out.data();
+            REQUIRE(jitmm_matmul(e.e, &d, &args) == JITMM_STATUS_SUCCESS);
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < s.m; ++i)
+                for (int64_t j = 0; j < s.n; ++j) {
+                    int64_t sum = 0;
+                    for (int64_t k = 0; k < s.k; ++k) sum += int64_t(a[i * s.lda + k]) * b[k * s.n + j];
+                    wrong += sum != out[i * s.n + j];
+                }
+            CHECK(wrong == 0);
+            munmap(map, span + page);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp: K of a few values (dense A panels, gathered transposed B) over layouts, pads, batches, tiers",
+          "[x86][lowp]") {
+    // K = 1-8: A rows packed back to back (one run where lda = K), a transposed 16-bit B widened by dword gathers
+    // (the last column alone at K = 1), over rows past one M block, odd columns, ld pads, batches and epilogues.
+    std::mt19937 rng(4242);
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{6, 464, 3, 1}, {2897, 2, 1, 2}, {21, 32, 3, 3}, {342, 27, 1, 1}, {5, 17, 2, 1},
+                            {1990, 12, 6, 1}, {33, 70, 7, 2},   {1, 1, 1, 1},    {70, 45, 5, 1}, {130, 31, 4, 1}};
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_BF16},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32}};
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            for (const auto& in : ins) {
+                for (int layout = 0; layout < 4; ++layout, ++it) {
+                    INFO("tier " << tier.name << " case " << it);
+                    Case c;
+                    set_types(c, in);
+                    c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                    c.ta = layout & 2;
+                    c.tb = layout & 1;
+                    c.lda_pad = it % 5 == 0 ? 3 : 0;
+                    c.ldb_pad = it % 3 == 0 ? 1 : 0;
+                    c.ldc_pad = it % 2;
+                    if (c.c != JITMM_DTYPE_S32) {
+                        c.beta = it % 3 == 1 ? 0.5f : 0.0f;
+                        // (Not on a handful of values: one output near an activation's zero makes the relative
+                        // error of its approximation the whole norm.)
+                        if (c.m * c.n >= 64) c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    }
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+}
+
 namespace {
 
 // The planner tests' chip: L1 and L2 as on the machines measured, AMX present.
@@ -2435,6 +2613,49 @@ TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on 
     CHECK(step(64, 64, 32, JITMM_DTYPE_U8) == LowpStep::amx_int8);       // a small C
     CHECK(step(1000, 48, 4, JITMM_DTYPE_S8) == LowpStep::amx_int8);      // s8 A over a narrow C
     CHECK(step(200, 1000, 12, JITMM_DTYPE_S8) == LowpStep::amx_int8);    // s8 A past two k groups
+    // A smaller C with tile tails: no whole-call AMX function, a configuration per tail shape.
+    CHECK(step(14, 795, 4, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(100, 100, 6, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(14, 795, 4, JITMM_DTYPE_S8) == LowpStep::vnni_u8s8);
+    CHECK(step(64, 64, 8, JITMM_DTYPE_S8) == LowpStep::amx_int8);       // whole tiles
+    CHECK(step(100, 100, 6, JITMM_DTYPE_S8) == LowpStep::amx_int8);     // s8 A over a narrow C
+}
+
+TEST_CASE("x86 lowp planner: dot products for a small B over a long K, vector tiles no wider than N",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool tb, X86Isa isa) {
+        jitmm::Problem p = planner_problem(m, n, k, false, tb, JITMM_DTYPE_U8, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    CHECK(plan(3, 10, 976, true, X86Isa::amx).layout.dot_nt);
+    CHECK(plan(8, 30, 300, true, X86Isa::amx).layout.dot_nt);
+    CHECK_FALSE(plan(16, 16, 256, true, X86Isa::amx).layout.dot_nt);  // more rows: a whole-call AMX function
+    CHECK_FALSE(plan(4, 20, 128, true, X86Isa::amx).layout.dot_nt);   // a shorter K
+    const jitmm::plan::X86LowpPlan narrow = plan(3, 10, 976, false, X86Isa::avx512_vnni);
+    CHECK(narrow.layout.nv == 1);
+}
+
+TEST_CASE("x86 lowp planner: bf16 with K <= 4 or an odd K <= 7 on converted FMAs, rows packed back to back",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    const auto plan = [&](int64_t m, int64_t n, int64_t k) {
+        const jitmm::Problem p = planner_problem(m, n, k, false, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1);
+    };
+    CHECK(plan(347, 34, 3).layout.step == LowpStep::fma_f32);
+    CHECK(plan(347, 34, 5).layout.step == LowpStep::fma_f32);
+    CHECK(plan(512, 512, 7).layout.step == LowpStep::fma_f32);
+    CHECK(plan(3072, 160, 6).layout.step == LowpStep::amx_bf16);  // an even K: short AMX steps
+    CHECK(plan(256, 64, 8).layout.step == LowpStep::amx_bf16);
+    CHECK(plan(512, 512, 9).layout.step == LowpStep::amx_bf16);
+    // Rows of at most a line in one K block: packed A rows K values apart.
+    const jitmm::plan::X86LowpPlan p3 = plan(347, 34, 3);
+    CHECK(p3.pack_a);
+    CHECK(p3.a_panel_ld == 3);
+    CHECK(p3.layout.a_row_bytes == 12);
 }
 
 TEST_CASE("x86 lowp planner: VNNI dot products for decode rows only where K is more than their reductions",

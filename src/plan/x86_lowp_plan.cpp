@@ -88,8 +88,15 @@ TileShape choose_tile(const Problem& p, LowpStep step, bool zmm) {
             best_cost = c;
         }
     };
-    if (zmm) for (TileShape t : kZmmTiles) consider(t);
-    else for (TileShape t : kYmmTiles) consider(t);
+    // No more vectors than N needs where a tile fits: the cost above sees one column tile either way, but B is
+    // packed in panels of nv vectors, padding included (VNNI tier, 1 thread, median us: u8 3x10x976 a 6x64
+    // tile 1.55, 28x16 0.87; 100x40x256, 500x20x128, 1000x33x64 and s8 64x24x1024 even).
+    const int64_t nv_needed = ceil_div(p.n, int64_t(zmm ? 16 : 8));
+    for (const bool narrow : {true, false}) {
+        if (zmm) for (TileShape t : kZmmTiles) { if (!narrow || t.nv <= nv_needed) consider(t); }
+        else for (TileShape t : kYmmTiles) { if (!narrow || t.nv <= nv_needed) consider(t); }
+        if (best.mr != 0) break;
+    }
     if (const char* forced = std::getenv("JITMM_X86_LOWP_TILE")) {  // "RxV" (rows x vectors): a tuning knob
         int r = 0, v = 0;
         if (std::sscanf(forced, "%dx%d", &r, &v) == 2 && r >= 1 && v >= 1 && tile_fits({r, v}, step, zmm))
@@ -112,9 +119,11 @@ bool avx_vnni_usable(const hw::CpuInfo& cpu, hw::X86Isa isa) {
 // int8 with K up to this over a C of at least kShortKVnniMinC values runs on VNNI rather than AMX (choose_step).
 constexpr int64_t kShortKVnniMaxK = 32;
 constexpr double kShortKVnniMinC = 16384;
+constexpr double kShortKVnniMinTailC = 2048;
 
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
+constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
@@ -135,7 +144,14 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 34 -> 24, 77x640x3 6.2 -> 4.3. Kept AMX: u8 512x512x48 33 (VNNI 37), 64x64x32 0.2 (0.5); s8 1000x48x4
         // 3.8 (6.2), 3072x12x5 9 (10), 200x1000x12 22 (24).
         const double c_values = double(p.m) * double(p.n) * double(p.batch);
-        const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK && c_values >= kShortKVnniMinC &&
+        // A smaller C as well (from kShortKVnniMinTailC values) where its rows or columns end in tile tails: no
+        // whole-call AMX function serves it, and each tail shape costs a tile configuration. 1 thread, median us,
+        // AMX -> VNNI: u8 14x795x4 2.33 -> 0.97, 16x300x8 NT 1.19 -> 0.61, 100x100x6 1.63 -> 0.97, 100x120x12
+        // 1.81 -> 1.05, 161x98x5 NT 3.3 -> 2.9; s8 14x795x4 2.4 -> 1.7. Whole tiles keep AMX (u8 64x64x16 0.20,
+        // VNNI 0.30; s8 64x64x8 0.20, VNNI 0.43).
+        const bool tails = p.m % 16 != 0 || p.n % 16 != 0;
+        const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK &&
+                                  (c_values >= kShortKVnniMinC || (tails && c_values >= kShortKVnniMinTailC)) &&
                                   (p.a_type == JITMM_DTYPE_U8 || (p.k <= 8 && p.n >= 256));
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni)
             return LowpStep::amx_int8;
@@ -160,7 +176,16 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 9.7, 128x128x8 x12 25.7 -> 18.1, 3072x160x6 77 -> 46, 100x1000x8 NT 15.6 -> 11.5; 640x250x8 NT 21.7
         // -> 22-25), and K <= 4 measured mixed (256x64x4 x6 14.1 -> 9.1, 1000x1000x2 186 -> 166).
         const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
-        if (p.k <= kBf16MaxFmaK && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
+        // An odd K up to kBf16MaxOddFmaK has no short AMX step (its rows are not whole dwords), so AMX runs a
+        // full 64-byte step for it, and A is packed: the FMAs win there since their packing of A and of a
+        // transposed B no longer goes row by row (dense panels, gathers). 1 thread, median us, AMX -> fma_f32:
+        // K = 5: 347x34 NT 3.6 -> 2.0, 3072x12 8.6 -> 6.6, 300x300 14.4 -> 10.5, 512x512 33.0 -> 24.7, 700x700
+        // TN 85 -> 67, 64x64 NT 0.55 -> 0.48; K = 7: 512x512 NT 37.5 -> 26.2, 300x300 TN 15.4 -> 10.8, 64x1000
+        // 9.5 -> 8.5, 32x32 x16 2.8 even. An even K keeps AMX (short steps): K = 6 3072x160 46 -> 60, 3072x12
+        // 4.2 -> 7.1, 77x640 5.0 -> 4.9; K = 8 256x64 x6 8.5 -> 12.2, 100x1000 NT 11.9 -> 17.1, 2000x20 4.2 ->
+        // 9.0 (only 347x34x6 NT gained, 3.0 -> 2.1).
+        const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK);
+        if (fma_k && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
             return LowpStep::fma_f32;
         if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;
         if (isa >= hw::X86Isa::amx) return LowpStep::dot_bf16;
@@ -322,6 +347,12 @@ constexpr int64_t kDotMaxRows = 16;
 // per-call A packing cost more than packing it (1 thread, TSC per C API call, dot -> packed: 16^3 NT s8
 // 870 -> 446, u8 782 -> 178; 8^3 NT s8 965 -> 270, u8 309 -> 136).
 constexpr int64_t kDotMinBBytes = 16 * 1024;
+// Unless K is long for the few rows: the reductions then come once per long dot product, and packing B (a
+// transpose of all of it, into panels mostly padding where N is small) is the call. 1 thread, median us,
+// packed -> dot: u8 3x10x976 NT 1.85 -> 0.19, 7x13x1178 NT x27 57 -> 16, s8 4x20x512 NT 1.13 -> 0.41, u8
+// 8x30x300 NT 0.51 -> 0.48; 16 rows stay packed (16x16x256 NT s8 0.23, dot 0.88: one whole-call AMX function).
+constexpr int64_t kDotMinKBytesSmallB = 256;
+constexpr int64_t kDotMaxRowsSmallB = 8;
 
 // A K of one 64-byte vector over 6 rows or more (4 from half a vector) leaves each dot product mostly its lane
 // reduction, as in the f32 dot family: B packed serves it better (1 thread, median us, dot -> packed: VNNI tier s8
@@ -340,7 +371,9 @@ bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa) {
     // zmm and mask registers: the AVX-512 VNNI tiers only (AVX-VNNI at avx2 packs B).
     return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows &&
            !reductions_dominate && p.a_zero_point == 0 &&
-           p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) && p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes;
+           p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) &&
+           (p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes ||
+            (k_bytes >= kDotMinKBytesSmallB && p.m <= kDotMaxRowsSmallB));
 }
 
 X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
@@ -664,7 +697,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // packs an A whose rows are not 64-byte aligned). 1 thread, TSC per C API call, packed -> in place: s8 32^3
     // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754.
     const bool amx_short_k = amx && p.k <= plan.kc && amx_k_step_bytes(L.step, p.k) < kAmxStepBytes;
-    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a || (p.k % k_multiple != 0 && !amx_short_k) ||
+    // A u8 A for vpdpbusd whose K ends inside a k group is read in place too: the dword read past a row's K
+    // meets packed B's zero rows (exact: integers), and the driver copies the last row tile, whose reads may run
+    // past the end of A (GemmLowpKernel::copy_last_rows). Packing copied every row, a masked load and store
+    // each: 1 thread, median us, packed -> in place: u8 1990x12x6 5.6 -> 2.7, 702x29x1 NT 3.2 -> 2.1, 161x98x5
+    // NT 2.9 -> 2.5, 100x100x6 0.97 -> 0.73.
+    const bool vnni_k_tail_in_place = L.step == LowpStep::vnni_u8s8 && int64_t(L.mr) * p.lda >= 3;
+    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a ||
+                  (p.k % k_multiple != 0 && !amx_short_k && !vnni_k_tail_in_place) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
     // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
@@ -689,6 +729,11 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned
     // (a tile row split across cache lines loads several times slower), so it always has a panel ready.
     plan.a_panel_ld = (round_up(plan.kc * esz, 64) + 64) / esz;
+    // The vector steps with all of K in one block of at most a cache line a row: rows packed back to back (the
+    // line of padding only spreads long rows over the L1 sets; a row tile of such rows is a few lines anyway).
+    // An A stored with lda = K then packs as one run (pack_a_lowp), where padded rows cost a masked load and
+    // store per row: 1 thread, median us, padded -> dense: bf16 2897x2x1 x52 470 -> 171, 342x27x1 1.25 -> 0.98.
+    if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64) plan.a_panel_ld = round_up(p.k, g);
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
