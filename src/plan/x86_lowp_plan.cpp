@@ -90,11 +90,17 @@ TileShape choose_tile(const Problem& p, LowpStep step, bool zmm) {
     };
     // No more vectors than N needs where a tile fits: the cost above sees one column tile either way, but B is
     // packed in panels of nv vectors, padding included (VNNI tier, 1 thread, median us: u8 3x10x976 a 6x64
-    // tile 1.55, 28x16 0.87; 100x40x256, 500x20x128, 1000x33x64 and s8 64x24x1024 even).
-    const int64_t nv_needed = ceil_div(p.n, int64_t(zmm ? 16 : 8));
+    // tile 1.55, 28x16 0.87; 100x40x256, 500x20x128, 1000x33x64 and s8 64x24x1024 even). A wider tile whose
+    // panels pad N by at most a quarter stays in (u8 1x112x28 NT x17: 2x128 2.9 us, 6x64 3.8).
+    const int vlen = zmm ? 16 : 8;
+    const int64_t nv_needed = ceil_div(p.n, int64_t(vlen));
+    auto narrow_enough = [&](TileShape t) {
+        const int64_t width = int64_t(t.nv) * vlen;
+        return t.nv <= nv_needed || double(ceil_div(p.n, width) * width) <= 1.25 * double(p.n);
+    };
     for (const bool narrow : {true, false}) {
-        if (zmm) for (TileShape t : kZmmTiles) { if (!narrow || t.nv <= nv_needed) consider(t); }
-        else for (TileShape t : kYmmTiles) { if (!narrow || t.nv <= nv_needed) consider(t); }
+        if (zmm) for (TileShape t : kZmmTiles) { if (!narrow || narrow_enough(t)) consider(t); }
+        else for (TileShape t : kYmmTiles) { if (!narrow || narrow_enough(t)) consider(t); }
         if (best.mr != 0) break;
     }
     if (const char* forced = std::getenv("JITMM_X86_LOWP_TILE")) {  // "RxV" (rows x vectors): a tuning knob
