@@ -45,8 +45,9 @@ private:
 struct BroadcastF32Family {
     using Recipe = plan::X86GemmPlan;
     using KernelType = GemmF32Kernel;
-    static constexpr int kVersion = 12;  // bump when the emitted code changes for the same recipe (10: aligned,
-                                         // 11: one shared activation chain, 12: alpha/beta encoded directly)
+    static constexpr int kVersion = 13;  // bump when the emitted code changes for the same recipe (10: aligned,
+                                         // 11: one shared activation chain, 12: alpha/beta encoded directly,
+                                         // 13: erf-GELU's erfc to relative accuracy)
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
     }
@@ -57,8 +58,9 @@ struct BroadcastF32Family {
 struct DotF32Family {
     using Recipe = plan::X86DotPlan;
     using KernelType = GemmF32DotKernel;
-    static constexpr int kVersion = 6;  // 4: code aligned where it runs (emit_buffer); 5: AVX-512 vector epilogue;
-                                        // 6: Bt rows streaming from memory prefetched ahead
+    static constexpr int kVersion = 7;  // 4: code aligned where it runs (emit_buffer); 5: AVX-512 vector epilogue;
+                                        // 6: Bt rows streaming from memory prefetched ahead; 7: the sums of a row
+                                        // by a reduction tree, erf-GELU's erfc to relative accuracy
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_dot_avx512" : "x86_f32_dot_avx2";
     }
@@ -156,8 +158,8 @@ struct LowpFamily {
     // K block in equal short K steps (plan::amx_k_step_bytes); 7: AMX one-step calls of whole tiles as one
     // whole-call function (gemm_amx_whole_generator.hpp); 8: its C tiles rotate singly, ldtilecfg after the first
     // B panel's packing; 9: and K in two equal tile steps; 10: code aligned where it runs (emit_buffer); 11: AMX
-    // swapped calls prefetch LowpCallArgs::prefetch in their K loop
-    static constexpr int kVersion = 11;
+    // swapped calls prefetch LowpCallArgs::prefetch in their K loop; 12: erf-GELU's erfc to relative accuracy
+    static constexpr int kVersion = 12;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

@@ -59,7 +59,11 @@ __device__ __forceinline__ float x_sigmoid(float x, float z) { return __fdividef
             // 0.5x(1 + tanh(y)) = x * sigmoid(2y), y = sqrt(2/pi)(x + 0.044715x^3)
             os << "  return x_sigmoid(x, 1.5957691216057308f * (x + 0.044715f * x * x * x));\n";
             break;
-        case Activation::gelu_erf: os << "  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));\n"; break;
+        case Activation::gelu_erf:
+            // 1 + erf(z) as erfc(-z): no cancellation in the negative tail, where it is the result (1 + erff lost
+            // every digit there from x = -5.5 on).
+            os << "  return 0.5f * x * erfcf(-0.7071067811865476f * x);\n";
+            break;
         case Activation::silu: os << "  return x_sigmoid(x, x);\n"; break;
         default: fail(JITMM_STATUS_INTERNAL_ERROR, "cuda generator: unknown activation");
     }

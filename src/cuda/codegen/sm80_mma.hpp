@@ -13,7 +13,7 @@
 namespace jitmm::cuda {
 
 // Bumped whenever the generated source changes for the same problem and plan (invalidates cached cubins).
-constexpr int kSm80GeneratorVersion = 10;
+constexpr int kSm80GeneratorVersion = 11;
 
 // The kernel's parameters are (const void* a, const void* b, void* c, const void* bias), and for the gemv
 // kernels a fifth, void* ws (the workspace of plan.workspace_bytes, its counters zeroed, when K is split over
