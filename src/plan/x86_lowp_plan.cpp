@@ -695,8 +695,11 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // AMX with all of K one block that splits into equal short steps (amx_k_step_bytes): the tiles read just K's
     // bytes of each row, so A can be read in place at any row stride (the small path does; run_chunk still
     // packs an A whose rows are not 64-byte aligned). 1 thread, TSC per C API call, packed -> in place: s8 32^3
-    // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754.
-    const bool amx_short_k = amx && p.k <= plan.kc && amx_k_step_bytes(L.step, p.k) < kAmxStepBytes;
+    // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754. int8 rounds K up to whole
+    // dwords (amx_k_reads_rows; the last row tile from a copy): A was packed a row at a time for a K that is not
+    // whole dwords, the copy most of the call (1 thread, median us, packed -> in place: s8 1316x31x7 6.0 -> 3.9;
+    // 17x1023x511 even, 26.5 -> 26.2).
+    const bool amx_short_k = amx && p.k <= plan.kc && amx_k_reads_rows(L.step, p.k);
     // A u8 A for vpdpbusd whose K ends inside a k group is read in place too: the dword read past a row's K
     // meets packed B's zero rows (exact: integers), and the driver copies the last row tile, whose reads may run
     // past the end of A (GemmLowpKernel::copy_last_rows). Packing copied every row, a masked load and store

@@ -213,6 +213,10 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
     pack_vbmi_ = pack_vbmi_allowed();
     a_tail_copied_ = !plan::step_is_amx(plan_.layout.step) && !plan_.layout.dot_nt && !plan_.layout.swap_ab &&
                      !plan_.pack_a && p_.k % plan::step_group(plan_.layout.step) != 0;
+    // AMX int8 over one K block read in place (plan::amx_k_reads_rows): the tile rows read K rounded up to whole
+    // dwords, so the last rows (A's, or B's in the swapped order) come from a copy as well.
+    amx_rows_copied_ = k_blocks_ == 1 && plan::amx_k_overrun_bytes(plan_.layout.step, p_.k) > 0;
+    if (amx_rows_copied_ && !plan_.layout.swap_ab && !plan_.pack_a) a_tail_copied_ = true;
     // Batches of such blocks too, a run of them per thread (1 thread, 8x8x8 s8 x64: 8.2 us through the chunk
     // driver, each batch packing and configuring as a whole call does).
     small_ = !plan_.layout.swap_ab && !plan_.layout.dot_nt && (p_.batch > 1 || plan_.threads <= 1) &&
@@ -320,8 +324,11 @@ const uint8_t* GemmLowpKernel::pack_shared_a_panels(const RunArgs& args) const {
 // the zero rows of packed B): a row's read runs up to 3 bytes past its K, into the next row, except for the
 // last rows, whose bytes past the end of A may not be there. The last row tile is read from a copy of its rows
 // with those bytes zero (the planner keeps mr x lda >= 3, so the rows before it end inside A).
-const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0) const {
-    const int64_t bytes = (rows - 1) * p_.lda + (p_.k - k0);
+// AMX int8 reads such a tail too: a K of one block rounded up to whole dwords (plan::amx_k_reads_rows), the
+// rows' bytes past K meeting the packed side's zero k rows; `ld` is the stride of the rows in elements (A's, or
+// B's in the swapped order).
+const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0, int64_t ld) const {
+    const int64_t bytes = (rows - 1) * ld + (p_.k - k0);
     uint8_t* copy = scratch<1>(static_cast<size_t>(bytes + 4));
     std::memcpy(copy, tile, static_cast<size_t>(bytes));
     std::memset(copy + bytes, 0, 4);
@@ -334,7 +341,7 @@ const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows,
 bool GemmLowpKernel::packs_a(const uint8_t* a) const {
     if (plan_.pack_a) return true;
     if (!plan::step_is_amx(plan_.layout.step)) return false;
-    if (k_blocks_ == 1 && plan::amx_k_step_bytes(plan_.layout.step, p_.k) < 64) return false;
+    if (k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k)) return false;
     return reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * dtype_size(p_.a_type)) % 64 != 0;
 }
 
@@ -445,7 +452,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         a_tile = ch.a + (ir * p_.lda + k0) * a_size;
                         call.a_stride = p_.lda * a_size;
                         if (a_tail_copied_ && ir + mr >= p_.m)
-                            a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), k0);
+                            a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), k0, p_.lda);
                     }
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
@@ -535,7 +542,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                 a_tile = a + ir * p_.lda * a_size;
                 call.a_stride = p_.lda * a_size;
                 if (a_tail_copied_ && ir + mr >= p_.m)
-                    a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), 0);
+                    a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), 0, p_.lda);
             }
             if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
             if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
@@ -675,8 +682,9 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
 
     // All of K one block of short steps (plan::amx_k_step_bytes): the tiles read just K's bytes of each row, in
     // place at any stride, as the normal order's small calls read A (packs_a). 1 thread, median us, copied ->
-    // in place: bf16 6x959x16 TT x46 172 -> 96, 6x959x16 NT 3.6 -> 2.1; u8 16x1000x48 NT x2 10.5 -> 7.2.
-    const bool short_steps = k_blocks_ == 1 && plan::amx_k_step_bytes(plan_.layout.step, p_.k) < 64;
+    // in place: bf16 6x959x16 TT x46 172 -> 96, 6x959x16 NT 3.6 -> 2.1; u8 16x1000x48 NT x2 10.5 -> 7.2. int8 over
+    // a K that is not whole dwords too (K rounded up, the last row tile from a copy): s8 6x2752x53 NT 10.0 -> 6.4.
+    const bool short_steps = k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k);
     const bool misaligned =
         !short_steps && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0);
     uint8_t* own_a = shared_a ? nullptr : scratch<0>(static_cast<size_t>(block_bytes));
@@ -716,6 +724,8 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
             } else {
                 a_tile = ch.b + (ir * p_.ldb + k0) * b_size;
                 call.a_stride = p_.ldb * b_size;
+                if (amx_rows_copied_ && ir + mr >= p_.n)  // int8: K's bytes past the end of B's last row
+                    a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.n - ir), k0, p_.ldb);
             }
             if (p_.bias == BiasKind::per_column)
                 call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
