@@ -2703,6 +2703,10 @@ TEST_CASE("x86 lowp planner: AMX int8 over one K block with a dword tail reads t
     CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 53) == 56);
     CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 1) == 4);
     CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 86) == 44);   // 88 bytes: two steps of 44
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 90) == 48);   // two steps of 48, 6 bytes past K
+    CHECK(jitmm::plan::amx_k_overrun_bytes(LowpStep::amx_int8, 90) == 6);
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 65) == 36);
+    CHECK_FALSE(jitmm::plan::amx_k_reads_rows(LowpStep::amx_int8, 1000));  // 16 whole steps, 24 bytes past K
     CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 125) == 64);  // 128: two whole steps
     CHECK(jitmm::plan::amx_k_reads_rows(LowpStep::amx_int8, 125));
     CHECK(jitmm::plan::amx_k_overrun_bytes(LowpStep::amx_int8, 125) == 3);
@@ -2750,7 +2754,9 @@ TEST_CASE("x86 lowp AMX int8: a K with a dword tail read in place, rounded up to
                             {6, 2752, 53, 1, true, JITMM_DTYPE_S8},  {12, 1500, 53, 2, true, JITMM_DTYPE_S8},
                             {20, 1000, 61, 1, true, JITMM_DTYPE_U8}, {33, 2000, 125, 1, true, JITMM_DTYPE_S8},
                             {161, 98, 5, 1, true, JITMM_DTYPE_S8},   {36, 7, 1886, 1, true, JITMM_DTYPE_S8}, {90, 70, 83, 1, false, JITMM_DTYPE_S8},
-                            {200, 40, 1886, 1, false, JITMM_DTYPE_U8}};
+                            {200, 40, 1886, 1, false, JITMM_DTYPE_U8}, {100, 100, 100, 1, false, JITMM_DTYPE_S8},
+                            {33, 40, 1, 1, false, JITMM_DTYPE_S8},   {77, 90, 65, 2, true, JITMM_DTYPE_S8},
+                            {30, 1000, 90, 1, true, JITMM_DTYPE_U8}, {30, 700, 1000, 1, true, JITMM_DTYPE_S8}};
     int it = 0;
     for (const Shape& s : shapes) {
         for (int variant = 0; variant < 4; ++variant, ++it) {
@@ -2802,7 +2808,13 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
                             {37, 20, 1, 1, false, JITMM_DTYPE_S8},    {40, 50, 53, 53, false, JITMM_DTYPE_U8},
                             {70, 45, 125, 125, false, JITMM_DTYPE_U8}, {64, 16, 3, 3, false, JITMM_DTYPE_S8},
                             {6, 2752, 53, 53, true, JITMM_DTYPE_S8},  {12, 1500, 53, 55, true, JITMM_DTYPE_S8},
-                            {20, 1000, 61, 61, true, JITMM_DTYPE_U8}, {33, 2017, 125, 130, true, JITMM_DTYPE_S8}};
+                            {20, 1000, 61, 61, true, JITMM_DTYPE_U8}, {33, 2017, 125, 130, true, JITMM_DTYPE_S8},
+                            // the last row tile of one row: the tile before it reads past the end too
+                            {33, 40, 1, 1, false, JITMM_DTYPE_S8},    {65, 30, 3, 3, false, JITMM_DTYPE_U8},
+                            {100, 100, 100, 100, false, JITMM_DTYPE_S8}, {90, 70, 65, 65, false, JITMM_DTYPE_S8},
+                            {30, 1000, 90, 90, true, JITMM_DTYPE_U8}, {33, 1000, 100, 101, true, JITMM_DTYPE_S8},
+                            // whole steps over B's aligned rows: 24 bytes of the last step past K
+                            {30, 700, 1000, 1024, true, JITMM_DTYPE_S8}, {31, 700, 1000, 1000, true, JITMM_DTYPE_S8}};
     for (int threads : {1, 2}) {
         EngineGuard e{make_engine("amx", threads)};
         for (const Shape& s : shapes) {

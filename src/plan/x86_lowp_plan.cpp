@@ -698,7 +698,9 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754. int8 rounds K up to whole
     // dwords (amx_k_reads_rows; the last row tile from a copy): A was packed a row at a time for a K that is not
     // whole dwords, the copy most of the call (1 thread, median us, packed -> in place: s8 1316x31x7 6.0 -> 3.9;
-    // 17x1023x511 even, 26.5 -> 26.2).
+    // 17x1023x511 even, 26.5 -> 26.2). Its steps round up to whole dwords as well where K's do not split into
+    // equal ones (K = 65: two steps of 36, 100: two of 52): s8 90x70x65 1.43 -> 1.26, u8 30x1000x90 NT (swapped)
+    // 8.6 -> 6.8, s8 100x100x100 2.54 -> 2.51, 300x300x100 18.2 -> 18.3 (10 panels over one A tile: even).
     const bool amx_short_k = amx && p.k <= plan.kc && amx_k_reads_rows(L.step, p.k);
     // A u8 A for vpdpbusd whose K ends inside a k group is read in place too: the dword read past a row's K
     // meets packed B's zero rows (exact: integers), and the driver copies the last row tile, whose reads may run

@@ -39,25 +39,29 @@ const char* step_name(LowpStep s);
 // bytes are no multiple of 64 but split into as many equal steps of whole dwords as 64-byte steps would take,
 // that step (48 bf16: two steps of 48 bytes, 48 int8: one): the tiles then read just K's bytes of each row, so
 // an A with such rows is read in place instead of being copied into zero-padded rows, for the same products.
-// int8 rounds K up to whole dwords first (53 bytes: one step of 56): the bytes a tile row then reads past K
-// (the next row's first, or for the last row a copy's zero padding) meet the packed side's zero k rows, exact
-// in integers (bf16 may not: what lies past K could be an Inf or a NaN, and 0 x Inf is a NaN).
+// int8 rounds each step up to whole dwords (53 bytes: one step of 56; 100: two of 52): the bytes a tile row then
+// reads past K (the next row's first, or for the last rows a copy's zero padding) meet the packed side's zero k
+// rows, exact in integers (bf16 may not: what lies past K could be an Inf or a NaN, and 0 x Inf is a NaN).
 inline int amx_k_step_bytes(LowpStep s, int64_t k_len) {
-    const int64_t bytes = s == LowpStep::amx_bf16 ? k_len * 2 : (k_len + 3) / 4 * 4;
+    const int64_t bytes = s == LowpStep::amx_bf16 ? k_len * 2 : k_len;
     const int64_t steps = (bytes + 63) / 64;
-    if (bytes <= 0 || bytes % 64 == 0 || bytes % steps != 0 || (bytes / steps) % 4 != 0) return 64;
+    if (bytes <= 0 || bytes % 64 == 0) return 64;
+    if (s == LowpStep::amx_int8) return static_cast<int>(((bytes + steps - 1) / steps + 3) / 4 * 4);
+    if (bytes % steps != 0 || (bytes / steps) % 4 != 0) return 64;
     return static_cast<int>(bytes / steps);
 }
-// AMX, a call whose whole K is one block of k_len: its tile rows read just K's bytes (int8: rounded up to
+// AMX, a call whose whole K is one block of k_len: its tile rows read just K's bytes (int8: up to its steps'
 // whole dwords), so an operand in tile rows is read in place at any row stride. Short steps (above), or int8
 // whole steps that a K of 61-63 bytes (125-127, ...) rounds up to.
 inline bool amx_k_reads_rows(LowpStep s, int64_t k_len) {
     if (amx_k_step_bytes(s, k_len) < 64) return true;
     return s == LowpStep::amx_int8 && k_len % 64 != 0 && (k_len + 3) / 4 * 4 % 64 == 0;
 }
-// The bytes such a call's tile rows read past K (int8: up to 3).
+// The bytes such a call's tile rows read past K (int8: what its steps round up).
 inline int64_t amx_k_overrun_bytes(LowpStep s, int64_t k_len) {
-    return s == LowpStep::amx_int8 && amx_k_reads_rows(s, k_len) ? (k_len + 3) / 4 * 4 - k_len : 0;
+    if (s != LowpStep::amx_int8 || !amx_k_reads_rows(s, k_len)) return 0;
+    const int64_t step = amx_k_step_bytes(s, k_len);
+    return (k_len + step - 1) / step * step - k_len;
 }
 inline bool step_is_amx(LowpStep s) { return s == LowpStep::amx_int8 || s == LowpStep::amx_bf16; }
 inline bool step_is_int(LowpStep s) {

@@ -213,10 +213,14 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
     pack_vbmi_ = pack_vbmi_allowed();
     a_tail_copied_ = !plan::step_is_amx(plan_.layout.step) && !plan_.layout.dot_nt && !plan_.layout.swap_ab &&
                      !plan_.pack_a && p_.k % plan::step_group(plan_.layout.step) != 0;
-    // AMX int8 over one K block read in place (plan::amx_k_reads_rows): the tile rows read K rounded up to whole
-    // dwords, so the last rows (A's, or B's in the swapped order) come from a copy as well.
-    amx_rows_copied_ = k_blocks_ == 1 && plan::amx_k_overrun_bytes(plan_.layout.step, p_.k) > 0;
-    if (amx_rows_copied_ && !plan_.layout.swap_ab && !plan_.pack_a) a_tail_copied_ = true;
+    // AMX int8: the tile rows of the last K block read whole steps (one K block: K rounded up to whole dwords,
+    // plan::amx_k_reads_rows), past K into the next row, so rows whose reads would run past the operand's end (A's,
+    // or B's in the swapped order) come from a copy (tile_copied).
+    if (plan_.layout.step == LowpStep::amx_int8) {
+        const int64_t last_k = p_.k - (k_blocks_ - 1) * plan_.kc;
+        const int64_t step = k_blocks_ == 1 ? plan::amx_k_step_bytes(plan_.layout.step, p_.k) : 64;
+        amx_overrun_ = ceil_div(last_k, step) * step - last_k;
+    }
     // Batches of such blocks too, a run of them per thread (1 thread, 8x8x8 s8 x64: 8.2 us through the chunk
     // driver, each batch packing and configuring as a whole call does).
     small_ = !plan_.layout.swap_ab && !plan_.layout.dot_nt && (p_.batch > 1 || plan_.threads <= 1) &&
@@ -329,10 +333,17 @@ const uint8_t* GemmLowpKernel::pack_shared_a_panels(const RunArgs& args) const {
 // B's in the swapped order).
 const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0, int64_t ld) const {
     const int64_t bytes = (rows - 1) * ld + (p_.k - k0);
-    uint8_t* copy = scratch<1>(static_cast<size_t>(bytes + 4));
+    uint8_t* copy = scratch<1>(static_cast<size_t>(bytes + 64));
     std::memcpy(copy, tile, static_cast<size_t>(bytes));
-    std::memset(copy + bytes, 0, 4);
+    std::memset(copy + bytes, 0, 64);  // AMX: up to a step's 63 bytes past K
     return copy;
+}
+
+// AMX int8 in place: whether the tile of `rows` rows from row `first` (of `total`, `ld` apart) reads past the
+// operand's last byte in the K block from k0 of k_len: only the last K block reads past K, amx_overrun_ bytes.
+bool GemmLowpKernel::tile_copied(int64_t first, int64_t rows, int64_t total, int64_t ld, int64_t k0,
+                                 int64_t k_len) const {
+    return amx_overrun_ > 0 && k0 + k_len >= p_.k && (total - first - rows) * ld < amx_overrun_;
 }
 
 // An AMX tile row split across cache lines loads slower, so an A in place that is not 64-byte aligned is packed,
@@ -451,8 +462,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                     } else {
                         a_tile = ch.a + (ir * p_.lda + k0) * a_size;
                         call.a_stride = p_.lda * a_size;
-                        if (a_tail_copied_ && ir + mr >= p_.m)
-                            a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), k0, p_.lda);
+                        const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
+                        if ((a_tail_copied_ && ir + mr >= p_.m) || tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
+                            a_tile = copy_last_rows(a_tile, rows, k0, p_.lda);
                     }
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
@@ -541,8 +553,9 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
             } else {
                 a_tile = a + ir * p_.lda * a_size;
                 call.a_stride = p_.lda * a_size;
-                if (a_tail_copied_ && ir + mr >= p_.m)
-                    a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), 0, p_.lda);
+                const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
+                if ((a_tail_copied_ && ir + mr >= p_.m) || tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
+                    a_tile = copy_last_rows(a_tile, rows, 0, p_.lda);
             }
             if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
             if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
@@ -724,8 +737,9 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
             } else {
                 a_tile = ch.b + (ir * p_.ldb + k0) * b_size;
                 call.a_stride = p_.ldb * b_size;
-                if (amx_rows_copied_ && ir + mr >= p_.n)  // int8: K's bytes past the end of B's last row
-                    a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.n - ir), k0, p_.ldb);
+                const int64_t rows = std::min<int64_t>(mr, p_.n - ir);
+                if (tile_copied(ir, rows, p_.n, p_.ldb, k0, k_len))  // int8: whole steps past B's last byte
+                    a_tile = copy_last_rows(a_tile, rows, k0, p_.ldb);
             }
             if (p_.bias == BiasKind::per_column)
                 call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
