@@ -2756,7 +2756,11 @@ TEST_CASE("x86 lowp AMX int8: a K with a dword tail read in place, rounded up to
                             {161, 98, 5, 1, true, JITMM_DTYPE_S8},   {36, 7, 1886, 1, true, JITMM_DTYPE_S8}, {90, 70, 83, 1, false, JITMM_DTYPE_S8},
                             {200, 40, 1886, 1, false, JITMM_DTYPE_U8}, {100, 100, 100, 1, false, JITMM_DTYPE_S8},
                             {33, 40, 1, 1, false, JITMM_DTYPE_S8},   {77, 90, 65, 2, true, JITMM_DTYPE_S8},
-                            {30, 1000, 90, 1, true, JITMM_DTYPE_U8}, {30, 700, 1000, 1, true, JITMM_DTYPE_S8}};
+                            {30, 1000, 90, 1, true, JITMM_DTYPE_U8}, {30, 700, 1000, 1, true, JITMM_DTYPE_S8},
+                            // few panels: in place over whole steps and K blocks, any stride (amx_rows_any_stride)
+                            {300, 20, 1886, 1, false, JITMM_DTYPE_S8}, {65, 256, 1000, 2, false, JITMM_DTYPE_U8},
+                            {97, 64, 128, 1, true, JITMM_DTYPE_S8},  {36, 100, 1886, 1, true, JITMM_DTYPE_S8},
+                            {64, 1000, 999, 1, true, JITMM_DTYPE_U8}, {100, 300, 5000, 1, false, JITMM_DTYPE_S8}};
     int it = 0;
     for (const Shape& s : shapes) {
         for (int variant = 0; variant < 4; ++variant, ++it) {
@@ -2814,7 +2818,11 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
                             {100, 100, 100, 100, false, JITMM_DTYPE_S8}, {90, 70, 65, 65, false, JITMM_DTYPE_S8},
                             {30, 1000, 90, 90, true, JITMM_DTYPE_U8}, {33, 1000, 100, 101, true, JITMM_DTYPE_S8},
                             // whole steps over B's aligned rows: 24 bytes of the last step past K
-                            {30, 700, 1000, 1024, true, JITMM_DTYPE_S8}, {31, 700, 1000, 1000, true, JITMM_DTYPE_S8}};
+                            {30, 700, 1000, 1024, true, JITMM_DTYPE_S8}, {31, 700, 1000, 1000, true, JITMM_DTYPE_S8},
+                            // few panels, whole steps over K blocks (amx_rows_any_stride)
+                            {36, 7, 1886, 1886, false, JITMM_DTYPE_S8}, {65, 20, 1000, 1003, false, JITMM_DTYPE_U8},
+                            {33, 256, 2100, 2100, false, JITMM_DTYPE_S8}, {36, 100, 1886, 1886, true, JITMM_DTYPE_S8},
+                            {100, 300, 999, 999, true, JITMM_DTYPE_U8}};
     for (int threads : {1, 2}) {
         EngineGuard e{make_engine("amx", threads)};
         for (const Shape& s : shapes) {

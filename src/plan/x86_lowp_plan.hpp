@@ -64,6 +64,18 @@ inline int64_t amx_k_overrun_bytes(LowpStep s, int64_t k_len) {
     return (k_len + step - 1) / step * step - k_len;
 }
 inline bool step_is_amx(LowpStep s) { return s == LowpStep::amx_int8 || s == LowpStep::amx_bf16; }
+// AMX int8 with few column panels (in the swapped order, few 32-row panels of A): the operand in tile rows (A, or
+// B stored N x K when swapped) is read in place at any row stride and any K, whole 64-byte steps and all, where
+// it would be copied into aligned, zero-padded rows: its tile rows serve so few products that the split loads
+// of a row across two lines cost less than the copy. The bytes its last K block reads past K meet zero k rows
+// of the packed side (exact in integers), and a row tile whose reads would leave the operand comes from a copy
+// (GemmLowpKernel::tile_copied). The planner decides for A (X86LowpPlan::pack_a), the driver for swapped B.
+constexpr int64_t kAmxAnyStrideMaxPanels = 8;
+constexpr int64_t kAmxAnyStrideMaxSwappedPanels = 4;
+inline bool amx_rows_any_stride(LowpStep s, bool swapped, int64_t m, int64_t n) {
+    if (s != LowpStep::amx_int8) return false;
+    return swapped ? (m + 31) / 32 <= kAmxAnyStrideMaxSwappedPanels : (n + 31) / 32 <= kAmxAnyStrideMaxPanels;
+}
 inline bool step_is_int(LowpStep s) {
     return s == LowpStep::amx_int8 || s == LowpStep::vnni_u8s8 || s == LowpStep::madd_s16;
 }

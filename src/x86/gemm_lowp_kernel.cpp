@@ -353,6 +353,7 @@ bool GemmLowpKernel::packs_a(const uint8_t* a) const {
     if (plan_.pack_a) return true;
     if (!plan::step_is_amx(plan_.layout.step)) return false;
     if (k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k)) return false;
+    if (plan::amx_rows_any_stride(plan_.layout.step, false, p_.m, p_.n)) return false;
     return reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * dtype_size(p_.a_type)) % 64 != 0;
 }
 
@@ -697,9 +698,14 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
     // place at any stride, as the normal order's small calls read A (packs_a). 1 thread, median us, copied ->
     // in place: bf16 6x959x16 TT x46 172 -> 96, 6x959x16 NT 3.6 -> 2.1; u8 16x1000x48 NT x2 10.5 -> 7.2. int8 over
     // a K that is not whole dwords too (K rounded up, the last row tile from a copy): s8 6x2752x53 NT 10.0 -> 6.4.
-    const bool short_steps = k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k);
+    // int8 with few 32-row panels of A (plan::amx_rows_any_stride) reads B's rows in place at any stride too:
+    // 1 thread, median us, copied -> in place, panels: s8 36x100x1886 NT (2) 16.1 -> 12.9, 30x2747x1417 NT (1)
+    // 410 -> 340, 64x1000x999 NT (2) 72 -> 59, 128x2000x999 NT (4) 330 -> 320; 256x1000x1000 NT (8) lost, 198 ->
+    // 242.
+    const bool in_place = (k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k)) ||
+                             plan::amx_rows_any_stride(plan_.layout.step, true, p_.m, p_.n);
     const bool misaligned =
-        !short_steps && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0);
+        !in_place && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0);
     uint8_t* own_a = shared_a ? nullptr : scratch<0>(static_cast<size_t>(block_bytes));
     uint8_t* b_rows = misaligned ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
     // Several K blocks: the partial sums of the chunk's whole C^T (rows n, columns m) wait in a strip.
