@@ -2727,6 +2727,17 @@ TEST_CASE("x86 lowp planner: AMX int8 over one K block with a dword tail reads t
     INFO(swapped.describe());
     CHECK(swapped.layout.swap_ab);
     CHECK(swapped.k_blocks(53) == 1);
+    // Few column panels: A in place over whole steps, K blocks and unaligned rows (amx_rows_any_stride); 16
+    // panels keep packing it.
+    const auto long_k = plan(36, 7, 1886, true);
+    INFO(long_k.describe());
+    CHECK(long_k.k_blocks(1886) == 2);
+    CHECK_FALSE(long_k.pack_a);
+    CHECK_FALSE(plan(2000, 256, 1000, false).pack_a);
+    CHECK(plan(500, 500, 500, false).pack_a);
+    CHECK(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 128, 2000));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 256, 1000));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 7));
 }
 
 TEST_CASE("x86 lowp AMX int8: a K with a dword tail read in place, rounded up to whole dwords (exact)",
