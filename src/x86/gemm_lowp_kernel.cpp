@@ -348,7 +348,8 @@ bool GemmLowpKernel::tile_copied(int64_t first, int64_t rows, int64_t total, int
 
 // An AMX tile row split across cache lines loads slower, so an A in place that is not 64-byte aligned is packed,
 // except where all of K is one block of short steps (plan::amx_k_step_bytes): copying its few bytes a row costs
-// more than the split loads (3072x2x48 s8, 1 thread: the copy took a third of the call).
+// more than the split loads (3072x2x48 s8, 1 thread: the copy took a third of the call), and int8 with few
+// column panels (plan::amx_rows_any_stride: its tile rows serve too few products for the copy to pay).
 bool GemmLowpKernel::packs_a(const uint8_t* a) const {
     if (plan_.pack_a) return true;
     if (!plan::step_is_amx(plan_.layout.step)) return false;
