@@ -2693,3 +2693,192 @@ TEST_CASE("x86 lowp planner: the AMX roles swap only over an N wide for the rows
     CHECK(swapped(128, 512, 2));
     CHECK(swapped(16, 128, 16));
 }
+
+TEST_CASE("x86 lowp planner: AMX int8 over one K block with a dword tail reads the rows in place",
+          "[x86][lowp][plan]") {
+    // plan::amx_k_reads_rows: K rounded up to whole dwords (7 -> 8, 53 -> 56, 125 -> 128), the packed side's
+    // extra k rows zero. bf16 keeps its whole steps for an odd K (what lies past K could be a NaN).
+    using jitmm::plan::LowpStep;
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 7) == 8);
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 53) == 56);
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 1) == 4);
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 86) == 44);   // 88 bytes: two steps of 44
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 90) == 48);   // two steps of 48, 6 bytes past K
+    CHECK(jitmm::plan::amx_k_overrun_bytes(LowpStep::amx_int8, 90) == 6);
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 65) == 36);
+    CHECK_FALSE(jitmm::plan::amx_k_reads_rows(LowpStep::amx_int8, 1000));  // 16 whole steps, 24 bytes past K
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_int8, 125) == 64);  // 128: two whole steps
+    CHECK(jitmm::plan::amx_k_reads_rows(LowpStep::amx_int8, 125));
+    CHECK(jitmm::plan::amx_k_overrun_bytes(LowpStep::amx_int8, 125) == 3);
+    CHECK_FALSE(jitmm::plan::amx_k_reads_rows(LowpStep::amx_int8, 128));
+    CHECK_FALSE(jitmm::plan::amx_k_reads_rows(LowpStep::amx_int8, 1886));  // 1888 bytes: no equal steps
+    CHECK(jitmm::plan::amx_k_step_bytes(LowpStep::amx_bf16, 7) == 64);
+    CHECK_FALSE(jitmm::plan::amx_k_reads_rows(LowpStep::amx_bf16, 7));
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool tb) {
+        jitmm::Problem p = planner_problem(m, n, k, false, tb, JITMM_DTYPE_S8, JITMM_DTYPE_S32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1);
+    };
+    const auto normal = plan(1316, 31, 7, false);
+    INFO(normal.describe());
+    CHECK(normal.layout.step == LowpStep::amx_int8);
+    CHECK_FALSE(normal.pack_a);
+    const auto swapped = plan(6, 2752, 53, true);
+    INFO(swapped.describe());
+    CHECK(swapped.layout.swap_ab);
+    CHECK(swapped.k_blocks(53) == 1);
+    // Few column panels: A in place over whole steps, K blocks and unaligned rows (amx_rows_any_stride); 16
+    // panels keep packing it.
+    const auto long_k = plan(36, 7, 1886, true);
+    INFO(long_k.describe());
+    CHECK(long_k.k_blocks(1886) == 2);
+    CHECK_FALSE(long_k.pack_a);
+    CHECK_FALSE(plan(2000, 256, 1000, false).pack_a);
+    CHECK(plan(500, 500, 500, false).pack_a);
+    CHECK(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 128, 2000));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 256, 1000));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 7));
+}
+
+TEST_CASE("x86 lowp AMX int8: a K with a dword tail read in place, rounded up to whole dwords (exact)",
+          "[x86][lowp][amx]") {
+    // K of one block read in place over K rounded up to whole dwords: the bytes past K of each row are the
+    // next row's (or the copied last rows' zero padding) and meet packed zeros. Normal order (A in place) and
+    // swapped (B stored N x K in place), ld pads, misaligned B, batches, threads, saturation corners, dequant
+    // epilogues, beta.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(5353);
+    EngineGuard one{make_engine("amx", 1)};
+    EngineGuard two{make_engine("amx", 2)};
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool tb;
+        jitmm_dtype a;
+    };
+    const Shape shapes[] = {{1316, 31, 7, 1, false, JITMM_DTYPE_S8}, {100, 100, 5, 2, false, JITMM_DTYPE_S8},
+                            {37, 20, 1, 1, false, JITMM_DTYPE_S8},   {64, 64, 3, 3, true, JITMM_DTYPE_S8},
+                            {40, 50, 53, 1, false, JITMM_DTYPE_U8},  {33, 17, 61, 2, true, JITMM_DTYPE_S8},
+                            {70, 45, 125, 1, false, JITMM_DTYPE_U8}, {48, 48, 63, 1, true, JITMM_DTYPE_S8},
+                            {6, 2752, 53, 1, true, JITMM_DTYPE_S8},  {12, 1500, 53, 2, true, JITMM_DTYPE_S8},
+                            {20, 1000, 61, 1, true, JITMM_DTYPE_U8}, {33, 2000, 125, 1, true, JITMM_DTYPE_S8},
+                            {161, 98, 5, 1, true, JITMM_DTYPE_S8},   {36, 7, 1886, 1, true, JITMM_DTYPE_S8}, {90, 70, 83, 1, false, JITMM_DTYPE_S8},
+                            {200, 40, 1886, 1, false, JITMM_DTYPE_U8}, {100, 100, 100, 1, false, JITMM_DTYPE_S8},
+                            {33, 40, 1, 1, false, JITMM_DTYPE_S8},   {77, 90, 65, 2, true, JITMM_DTYPE_S8},
+                            {30, 1000, 90, 1, true, JITMM_DTYPE_U8}, {30, 700, 1000, 1, true, JITMM_DTYPE_S8},
+                            // few panels: in place over whole steps and K blocks, any stride (amx_rows_any_stride)
+                            {300, 20, 1886, 1, false, JITMM_DTYPE_S8}, {65, 256, 1000, 2, false, JITMM_DTYPE_U8},
+                            {97, 64, 128, 1, true, JITMM_DTYPE_S8},  {36, 100, 1886, 1, true, JITMM_DTYPE_S8},
+                            {64, 1000, 999, 1, true, JITMM_DTYPE_U8}, {100, 300, 5000, 1, false, JITMM_DTYPE_S8}};
+    int it = 0;
+    for (const Shape& s : shapes) {
+        for (int variant = 0; variant < 4; ++variant, ++it) {
+            INFO("case " << it);
+            Case c;
+            c.a = s.a;
+            c.b = JITMM_DTYPE_S8;
+            c.c = variant == 3 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.tb = s.tb;
+            c.lda_pad = variant == 1 ? 3 : variant == 2 ? 64 : 0;
+            c.ldb_pad = variant == 1 ? 1 : variant == 3 ? 5 : 0;
+            c.ldc_pad = variant % 2;
+            c.b_offset = variant == 2 ? 7 : 0;
+            if (variant == 1) {  // the corners: 255 (u8) or -128 (s8) times 127 and -128
+                c.a_fill = c.a == JITMM_DTYPE_U8 ? 255 : -128;
+                c.b_fill = it % 2 ? 127 : -128;
+            }
+            if (variant == 2) c.beta = 1.0f;
+            if (variant == 3) {
+                c.a_scale = JITMM_SCALE_PER_ROW;
+                c.b_scale = JITMM_SCALE_PER_COLUMN;
+                c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                c.beta = 0.5f;
+            }
+            check_case(one.e, c, rng);
+            check_case(two.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never read past their last byte",
+          "[x86][lowp][amx]") {
+    // The last rows come from a copy (GemmLowpKernel::copy_last_rows): A (normal order) or B stored N x K
+    // (swapped order) ends exactly at a PROT_NONE page.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(9191);
+    struct Shape {
+        int64_t m, n, k, ld;  // ld: the guarded operand's row stride
+        bool swapped;         // B (N x K) guarded, else A (M x K)
+        jitmm_dtype a;
+    };
+    const Shape shapes[] = {{1316, 31, 7, 7, false, JITMM_DTYPE_S8},  {100, 100, 5, 9, false, JITMM_DTYPE_S8},
+                            {37, 20, 1, 1, false, JITMM_DTYPE_S8},    {40, 50, 53, 53, false, JITMM_DTYPE_U8},
+                            {70, 45, 125, 125, false, JITMM_DTYPE_U8}, {64, 16, 3, 3, false, JITMM_DTYPE_S8},
+                            {6, 2752, 53, 53, true, JITMM_DTYPE_S8},  {12, 1500, 53, 55, true, JITMM_DTYPE_S8},
+                            {20, 1000, 61, 61, true, JITMM_DTYPE_U8}, {33, 2017, 125, 130, true, JITMM_DTYPE_S8},
+                            // the last row tile of one row: the tile before it reads past the end too
+                            {33, 40, 1, 1, false, JITMM_DTYPE_S8},    {65, 30, 3, 3, false, JITMM_DTYPE_U8},
+                            {100, 100, 100, 100, false, JITMM_DTYPE_S8}, {90, 70, 65, 65, false, JITMM_DTYPE_S8},
+                            {30, 1000, 90, 90, true, JITMM_DTYPE_U8}, {33, 1000, 100, 101, true, JITMM_DTYPE_S8},
+                            // whole steps over B's aligned rows: 24 bytes of the last step past K
+                            {30, 700, 1000, 1024, true, JITMM_DTYPE_S8}, {31, 700, 1000, 1000, true, JITMM_DTYPE_S8},
+                            // few panels, whole steps over K blocks (amx_rows_any_stride)
+                            {36, 7, 1886, 1886, false, JITMM_DTYPE_S8}, {65, 20, 1000, 1003, false, JITMM_DTYPE_U8},
+                            {33, 256, 2100, 2100, false, JITMM_DTYPE_S8}, {36, 100, 1886, 1886, true, JITMM_DTYPE_S8},
+                            {100, 300, 999, 999, true, JITMM_DTYPE_U8}};
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        for (const Shape& s : shapes) {
+            INFO("threads " << threads << " " << s.m << "x" << s.n << "x" << s.k << " ld " << s.ld
+                            << (s.swapped ? " B guarded" : " A guarded"));
+            const int64_t rows = s.swapped ? s.n : s.m;
+            const int64_t bytes = (rows - 1) * s.ld + s.k;
+            const size_t span = static_cast<size_t>((bytes + page - 1) / page * page);
+            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            REQUIRE(map != MAP_FAILED);
+            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+            uint8_t* guarded = static_cast<uint8_t*>(map) + span - bytes;
+            std::uniform_int_distribution<int> byte(0, 255);
+            for (int64_t i = 0; i < bytes; ++i) guarded[i] = static_cast<uint8_t>(byte(rng));
+            // The other operand: A (M x K) or B (N x K), ordinary storage.
+            const int64_t other_rows = s.swapped ? s.m : s.n;
+            std::vector<uint8_t> other(static_cast<size_t>(other_rows * s.k));
+            for (auto& v : other) v = static_cast<uint8_t>(byte(rng));
+            const uint8_t* a = s.swapped ? other.data() : guarded;
+            const uint8_t* b = s.swapped ? guarded : other.data();
+            const int64_t lda = s.swapped ? s.k : s.ld, ldb = s.swapped ? s.ld : s.k;
+            std::vector<int32_t> out(static_cast<size_t>(s.m * s.n), INT32_MIN);
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = s.m; d.n = s.n; d.k = s.k;
+            d.a_type = s.a; d.b_type = JITMM_DTYPE_S8; d.c_type = JITMM_DTYPE_S32;
+            d.trans_b = 1;  // B stored N x K
+            d.lda = lda; d.ldb = ldb; d.ldc = s.n;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a; args.b = b; args.c = out.data();
+            REQUIRE(jitmm_matmul(e.e, &d, &args) == JITMM_STATUS_SUCCESS);
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < s.m; ++i)
+                for (int64_t j = 0; j < s.n; ++j) {
+                    int64_t sum = 0;
+                    for (int64_t k = 0; k < s.k; ++k) {
+                        const int64_t av = s.a == JITMM_DTYPE_U8 ? int64_t(a[i * lda + k])
+                                                                 : int64_t(static_cast<int8_t>(a[i * lda + k]));
+                        sum += av * static_cast<int8_t>(b[j * ldb + k]);
+                    }
+                    wrong += sum != out[i * s.n + j];
+                }
+            CHECK(wrong == 0);
+            munmap(map, span + page);
+        }
+    }
+}

@@ -701,16 +701,27 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // AMX with all of K one block that splits into equal short steps (amx_k_step_bytes): the tiles read just K's
     // bytes of each row, so A can be read in place at any row stride (the small path does; run_chunk still
     // packs an A whose rows are not 64-byte aligned). 1 thread, TSC per C API call, packed -> in place: s8 32^3
-    // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754.
-    const bool amx_short_k = amx && p.k <= plan.kc && amx_k_step_bytes(L.step, p.k) < kAmxStepBytes;
+    // 574-604 -> 380-385, s8 48^3 (3 rows in 4 across two lines) 922-958 -> 682-754. int8 rounds K up to whole
+    // dwords (amx_k_reads_rows; the last row tile from a copy): A was packed a row at a time for a K that is not
+    // whole dwords, the copy most of the call (1 thread, median us, packed -> in place: s8 1316x31x7 6.0 -> 3.9;
+    // 17x1023x511 even, 26.5 -> 26.2). Its steps round up to whole dwords as well where K's do not split into
+    // equal ones (K = 65: two steps of 36, 100: two of 52): s8 90x70x65 1.43 -> 1.26, u8 30x1000x90 NT (swapped)
+    // 8.6 -> 6.8, s8 100x100x100 2.54 -> 2.51, 300x300x100 18.2 -> 18.3 (10 panels over one A tile: even).
+    const bool amx_short_k = amx && p.k <= plan.kc && amx_k_reads_rows(L.step, p.k);
     // A u8 A for vpdpbusd whose K ends inside a k group is read in place too: the dword read past a row's K
     // meets packed B's zero rows (exact: integers), and the driver copies the last row tile, whose reads may run
     // past the end of A (GemmLowpKernel::copy_last_rows). Packing copied every row, a masked load and store
     // each: 1 thread, median us, packed -> in place: u8 1990x12x6 5.6 -> 2.7, 702x29x1 NT 3.2 -> 2.1, 161x98x5
     // NT 2.9 -> 2.5, 100x100x6 0.97 -> 0.73.
     const bool vnni_k_tail_in_place = L.step == LowpStep::vnni_u8s8 && int64_t(L.mr) * p.lda >= 3;
+    // int8 AMX with few column panels reads A in place over any K and row stride (amx_rows_any_stride). 1 thread,
+    // median us, packed -> in place, panels: s8 36x7x1886 NT (1) 4.76 -> 3.36, 300x20x1886 (1) 29.6 -> 19.2,
+    // 1000x32x999 (1) 48.5 -> 22, 300x64x1886 (2) 40.1 -> 26.3, 1000x128x999 (4) 100 -> 87, 1000x100x1000 NT (4)
+    // 109 -> 102, 1000x192x999 (6) 132 -> 122, 2000x256x1000 (8) 373 -> 342; more lost (500x500x500 (16) 83 ->
+    // 92, 1000^3 (32) 644 -> 653), the A tile then serving enough panels from L1 for its copy to pay.
+    const bool amx_any_stride = amx_rows_any_stride(L.step, false, p.m, p.n);
     plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a ||
-                  (p.k % k_multiple != 0 && !amx_short_k && !vnni_k_tail_in_place) ||
+                  (p.k % k_multiple != 0 && !amx_short_k && !amx_any_stride && !vnni_k_tail_in_place) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
     // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
@@ -727,9 +738,10 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // median us, packed -> in place: s8 784x128x1152 97 -> 73, bf16 3136x64x576 439 -> 397).
     const bool a_tile_streams = (int64_t(L.mr) * plan.kc * esz > l1 || few_panels) && p.n <= plan.nc;
     if (amx && !amx_short_k &&
-        (a_row_bytes % 64 != 0 ||
-         ((forced_in_place == nullptr || forced_in_place[0] != '1') && !a_tile_streams &&
-          a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) > kAmxATileWaysPerSet)))
+        (a_row_bytes % 64 != 0 ? !amx_any_stride  // misaligned rows: no set test (measured in place above)
+                               : (forced_in_place == nullptr || forced_in_place[0] != '1') && !a_tile_streams &&
+                                     a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) >
+                                         kAmxATileWaysPerSet))
         plan.pack_a = true;
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned

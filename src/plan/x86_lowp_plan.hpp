@@ -39,13 +39,43 @@ const char* step_name(LowpStep s);
 // bytes are no multiple of 64 but split into as many equal steps of whole dwords as 64-byte steps would take,
 // that step (48 bf16: two steps of 48 bytes, 48 int8: one): the tiles then read just K's bytes of each row, so
 // an A with such rows is read in place instead of being copied into zero-padded rows, for the same products.
+// int8 rounds each step up to whole dwords (53 bytes: one step of 56; 100: two of 52): the bytes a tile row then
+// reads past K (the next row's first, or for the last rows a copy's zero padding) meet the packed side's zero k
+// rows, exact in integers (bf16 may not: what lies past K could be an Inf or a NaN, and 0 x Inf is a NaN).
 inline int amx_k_step_bytes(LowpStep s, int64_t k_len) {
-    const int64_t bytes = k_len * (s == LowpStep::amx_bf16 ? 2 : 1);
+    const int64_t bytes = s == LowpStep::amx_bf16 ? k_len * 2 : k_len;
     const int64_t steps = (bytes + 63) / 64;
-    if (bytes <= 0 || bytes % 64 == 0 || bytes % steps != 0 || (bytes / steps) % 4 != 0) return 64;
+    if (bytes <= 0 || bytes % 64 == 0) return 64;
+    if (s == LowpStep::amx_int8) return static_cast<int>(((bytes + steps - 1) / steps + 3) / 4 * 4);
+    if (bytes % steps != 0 || (bytes / steps) % 4 != 0) return 64;
     return static_cast<int>(bytes / steps);
 }
+// AMX, a call whose whole K is one block of k_len: its tile rows read just K's bytes (int8: up to its steps'
+// whole dwords), so an operand in tile rows is read in place at any row stride. Short steps (above), or int8
+// whole steps that a K of 61-63 bytes (125-127, ...) rounds up to.
+inline bool amx_k_reads_rows(LowpStep s, int64_t k_len) {
+    if (amx_k_step_bytes(s, k_len) < 64) return true;
+    return s == LowpStep::amx_int8 && k_len % 64 != 0 && (k_len + 3) / 4 * 4 % 64 == 0;
+}
+// The bytes such a call's tile rows read past K (int8: what its steps round up).
+inline int64_t amx_k_overrun_bytes(LowpStep s, int64_t k_len) {
+    if (s != LowpStep::amx_int8 || !amx_k_reads_rows(s, k_len)) return 0;
+    const int64_t step = amx_k_step_bytes(s, k_len);
+    return (k_len + step - 1) / step * step - k_len;
+}
 inline bool step_is_amx(LowpStep s) { return s == LowpStep::amx_int8 || s == LowpStep::amx_bf16; }
+// AMX int8 with few column panels (in the swapped order, few 32-row panels of A): the operand in tile rows (A, or
+// B stored N x K when swapped) is read in place at any row stride and any K, whole 64-byte steps and all, where
+// it would be copied into aligned, zero-padded rows: its tile rows serve so few products that the split loads
+// of a row across two lines cost less than the copy. The bytes its last K block reads past K meet zero k rows
+// of the packed side (exact in integers), and a row tile whose reads would leave the operand comes from a copy
+// (GemmLowpKernel::tile_copied). The planner decides for A (X86LowpPlan::pack_a), the driver for swapped B.
+constexpr int64_t kAmxAnyStrideMaxPanels = 8;
+constexpr int64_t kAmxAnyStrideMaxSwappedPanels = 4;
+inline bool amx_rows_any_stride(LowpStep s, bool swapped, int64_t m, int64_t n) {
+    if (s != LowpStep::amx_int8) return false;
+    return swapped ? (m + 31) / 32 <= kAmxAnyStrideMaxSwappedPanels : (n + 31) / 32 <= kAmxAnyStrideMaxPanels;
+}
 inline bool step_is_int(LowpStep s) {
     return s == LowpStep::amx_int8 || s == LowpStep::vnni_u8s8 || s == LowpStep::madd_s16;
 }

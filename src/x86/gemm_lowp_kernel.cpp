@@ -213,6 +213,14 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
     pack_vbmi_ = pack_vbmi_allowed();
     a_tail_copied_ = !plan::step_is_amx(plan_.layout.step) && !plan_.layout.dot_nt && !plan_.layout.swap_ab &&
                      !plan_.pack_a && p_.k % plan::step_group(plan_.layout.step) != 0;
+    // AMX int8: the tile rows of the last K block read whole steps (one K block: K rounded up to whole dwords,
+    // plan::amx_k_reads_rows), past K into the next row, so rows whose reads would run past the operand's end (A's,
+    // or B's in the swapped order) come from a copy (tile_copied).
+    if (plan_.layout.step == LowpStep::amx_int8) {
+        const int64_t last_k = p_.k - (k_blocks_ - 1) * plan_.kc;
+        const int64_t step = k_blocks_ == 1 ? plan::amx_k_step_bytes(plan_.layout.step, p_.k) : 64;
+        amx_overrun_ = ceil_div(last_k, step) * step - last_k;
+    }
     // Batches of such blocks too, a run of them per thread (1 thread, 8x8x8 s8 x64: 8.2 us through the chunk
     // driver, each batch packing and configuring as a whole call does).
     small_ = !plan_.layout.swap_ab && !plan_.layout.dot_nt && (p_.batch > 1 || plan_.threads <= 1) &&
@@ -320,21 +328,33 @@ const uint8_t* GemmLowpKernel::pack_shared_a_panels(const RunArgs& args) const {
 // the zero rows of packed B): a row's read runs up to 3 bytes past its K, into the next row, except for the
 // last rows, whose bytes past the end of A may not be there. The last row tile is read from a copy of its rows
 // with those bytes zero (the planner keeps mr x lda >= 3, so the rows before it end inside A).
-const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0) const {
-    const int64_t bytes = (rows - 1) * p_.lda + (p_.k - k0);
-    uint8_t* copy = scratch<1>(static_cast<size_t>(bytes + 4));
+// AMX int8 reads such a tail too: a K of one block rounded up to whole dwords (plan::amx_k_reads_rows), the
+// rows' bytes past K meeting the packed side's zero k rows; `ld` is the stride of the rows in elements (A's, or
+// B's in the swapped order).
+const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0, int64_t ld) const {
+    const int64_t bytes = (rows - 1) * ld + (p_.k - k0);
+    uint8_t* copy = scratch<1>(static_cast<size_t>(bytes + 64));
     std::memcpy(copy, tile, static_cast<size_t>(bytes));
-    std::memset(copy + bytes, 0, 4);
+    std::memset(copy + bytes, 0, 64);  // AMX: up to a step's 63 bytes past K
     return copy;
+}
+
+// AMX int8 in place: whether the tile of `rows` rows from row `first` (of `total`, `ld` apart) reads past the
+// operand's last byte in the K block from k0 of k_len: only the last K block reads past K, amx_overrun_ bytes.
+bool GemmLowpKernel::tile_copied(int64_t first, int64_t rows, int64_t total, int64_t ld, int64_t k0,
+                                 int64_t k_len) const {
+    return amx_overrun_ > 0 && k0 + k_len >= p_.k && (total - first - rows) * ld < amx_overrun_;
 }
 
 // An AMX tile row split across cache lines loads slower, so an A in place that is not 64-byte aligned is packed,
 // except where all of K is one block of short steps (plan::amx_k_step_bytes): copying its few bytes a row costs
-// more than the split loads (3072x2x48 s8, 1 thread: the copy took a third of the call).
+// more than the split loads (3072x2x48 s8, 1 thread: the copy took a third of the call), and int8 with few
+// column panels (plan::amx_rows_any_stride: its tile rows serve too few products for the copy to pay).
 bool GemmLowpKernel::packs_a(const uint8_t* a) const {
     if (plan_.pack_a) return true;
     if (!plan::step_is_amx(plan_.layout.step)) return false;
-    if (k_blocks_ == 1 && plan::amx_k_step_bytes(plan_.layout.step, p_.k) < 64) return false;
+    if (k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k)) return false;
+    if (plan::amx_rows_any_stride(plan_.layout.step, false, p_.m, p_.n)) return false;
     return reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * dtype_size(p_.a_type)) % 64 != 0;
 }
 
@@ -444,8 +464,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                     } else {
                         a_tile = ch.a + (ir * p_.lda + k0) * a_size;
                         call.a_stride = p_.lda * a_size;
-                        if (a_tail_copied_ && ir + mr >= p_.m)
-                            a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), k0);
+                        const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
+                        if ((a_tail_copied_ && ir + mr >= p_.m) || tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
+                            a_tile = copy_last_rows(a_tile, rows, k0, p_.lda);
                     }
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
@@ -534,8 +555,9 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
             } else {
                 a_tile = a + ir * p_.lda * a_size;
                 call.a_stride = p_.lda * a_size;
-                if (a_tail_copied_ && ir + mr >= p_.m)
-                    a_tile = copy_last_rows(a_tile, std::min<int64_t>(mr, p_.m - ir), 0);
+                const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
+                if ((a_tail_copied_ && ir + mr >= p_.m) || tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
+                    a_tile = copy_last_rows(a_tile, rows, 0, p_.lda);
             }
             if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
             if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
@@ -675,10 +697,16 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
 
     // All of K one block of short steps (plan::amx_k_step_bytes): the tiles read just K's bytes of each row, in
     // place at any stride, as the normal order's small calls read A (packs_a). 1 thread, median us, copied ->
-    // in place: bf16 6x959x16 TT x46 172 -> 96, 6x959x16 NT 3.6 -> 2.1; u8 16x1000x48 NT x2 10.5 -> 7.2.
-    const bool short_steps = k_blocks_ == 1 && plan::amx_k_step_bytes(plan_.layout.step, p_.k) < 64;
+    // in place: bf16 6x959x16 TT x46 172 -> 96, 6x959x16 NT 3.6 -> 2.1; u8 16x1000x48 NT x2 10.5 -> 7.2. int8 over
+    // a K that is not whole dwords too (K rounded up, the last row tile from a copy): s8 6x2752x53 NT 10.0 -> 6.4.
+    // int8 with few 32-row panels of A (plan::amx_rows_any_stride) reads B's rows in place at any stride too:
+    // 1 thread, median us, copied -> in place, panels: s8 36x100x1886 NT (2) 16.1 -> 12.9, 30x2747x1417 NT (1)
+    // 410 -> 340, 64x1000x999 NT (2) 72 -> 59, 128x2000x999 NT (4) 330 -> 320; 256x1000x1000 NT (8) lost, 198 ->
+    // 242.
+    const bool in_place = (k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k)) ||
+                             plan::amx_rows_any_stride(plan_.layout.step, true, p_.m, p_.n);
     const bool misaligned =
-        !short_steps && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0);
+        !in_place && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0);
     uint8_t* own_a = shared_a ? nullptr : scratch<0>(static_cast<size_t>(block_bytes));
     uint8_t* b_rows = misaligned ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
     // Several K blocks: the partial sums of the chunk's whole C^T (rows n, columns m) wait in a strip.
@@ -716,6 +744,9 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
             } else {
                 a_tile = ch.b + (ir * p_.ldb + k0) * b_size;
                 call.a_stride = p_.ldb * b_size;
+                const int64_t rows = std::min<int64_t>(mr, p_.n - ir);
+                if (tile_copied(ir, rows, p_.n, p_.ldb, k0, k_len))  // int8: whole steps past B's last byte
+                    a_tile = copy_last_rows(a_tile, rows, k0, p_.ldb);
             }
             if (p_.bias == BiasKind::per_column)
                 call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;

@@ -46,7 +46,8 @@ private:
     };
     // A's panels packed once per call for all tasks, as [row tile][K block]; null where each task packs its own.
     const uint8_t* pack_shared_a_panels(const RunArgs& args) const;
-    const uint8_t* copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0) const;
+    const uint8_t* copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0, int64_t ld) const;
+    bool tile_copied(int64_t first, int64_t rows, int64_t total, int64_t ld, int64_t k0, int64_t k_len) const;
     // A call with one block of each (thread, M, N, K block) per batch: the tiny shapes, whose time per call is
     // the driver's more than the products'. The same packing and microkernel calls as run_chunk, none of its
     // blocking decisions (made once here, in the constructor: small_). Batches [batch_begin, batch_end).
@@ -83,6 +84,7 @@ private:
     bool small_ = false;                 // run() takes run_small
     bool pack_vbmi_ = false;             // pack_vbmi_allowed() when the kernel was made
     bool a_tail_copied_ = false;         // A in place over a K tail: the last row tile read from a copy
+    int64_t amx_overrun_ = 0;            // AMX int8: bytes the last K block's tile rows read past K
     int32_t comp_factor_ = 0;            // int8: comp[j] = comp_factor * column sum of B
 };
 
