@@ -2282,14 +2282,18 @@ TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over
 
 TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
-    // the last row tile comes from a copy. A ends exactly at a PROT_NONE page, B and C are ordinary buffers.
+    // row tiles whose reads would pass A's end come from a copy. A ends exactly at a PROT_NONE page, B and C are
+    // ordinary buffers.
     const long page = sysconf(_SC_PAGESIZE);
     std::mt19937 rng(777);
     struct Shape {
         int64_t m, n, k, lda;
     };
+    // (169 = 168 + 1 and 85 = 84 + 1 rows: a last row tile of one row for every tile height, so that with lda
+    // under 3 the tile before it reads past A's end too.)
     const Shape shapes[] = {{1990, 12, 6, 6}, {37, 20, 5, 5}, {702, 29, 1, 1}, {3, 40, 3, 3}, {100, 100, 7, 9},
-                            {2, 300, 1, 1}, {61, 17, 2, 2}};
+                            {2, 300, 1, 1},   {61, 17, 2, 2}, {169, 30, 1, 1}, {169, 40, 2, 2}, {85, 48, 3, 3},
+                            {81, 64, 2, 2}};
     for (const Tier& tier : runnable_tiers()) {
         EngineGuard e{make_engine(tier.name, 1)};
         for (const Shape& s : shapes) {

@@ -221,6 +221,10 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
         const int64_t step = k_blocks_ == 1 ? plan::amx_k_step_bytes(plan_.layout.step, p_.k) : 64;
         amx_overrun_ = ceil_div(last_k, step) * step - last_k;
     }
+    // VNNI over a K tail: the dword past K, checked per tile as AMX's (only the last tile checked, a last tile of
+    // one row with lda < 3 let the tile before it read past A's end).
+    if (a_tail_copied_) amx_overrun_ = ceil_div(p_.k, int64_t(plan::step_group(plan_.layout.step))) *
+                                           plan::step_group(plan_.layout.step) - p_.k;
     // Batches of such blocks too, a run of them per thread (1 thread, 8x8x8 s8 x64: 8.2 us through the chunk
     // driver, each batch packing and configuring as a whole call does).
     small_ = !plan_.layout.swap_ab && !plan_.layout.dot_nt && (p_.batch > 1 || plan_.threads <= 1) &&
@@ -326,8 +330,8 @@ const uint8_t* GemmLowpKernel::pack_shared_a_panels(const RunArgs& args) const {
 
 // A u8 A read in place by vpdpbusd over a K that ends inside a k group (plan: the dword past a row's end meets
 // the zero rows of packed B): a row's read runs up to 3 bytes past its K, into the next row, except for the
-// last rows, whose bytes past the end of A may not be there. The last row tile is read from a copy of its rows
-// with those bytes zero (the planner keeps mr x lda >= 3, so the rows before it end inside A).
+// last rows, whose bytes past the end of A may not be there. A row tile whose reads would pass A's end is read
+// from a copy of its rows with those bytes zero (tile_copied).
 // AMX int8 reads such a tail too: a K of one block rounded up to whole dwords (plan::amx_k_reads_rows), the
 // rows' bytes past K meeting the packed side's zero k rows; `ld` is the stride of the rows in elements (A's, or
 // B's in the swapped order).
@@ -339,8 +343,8 @@ const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows,
     return copy;
 }
 
-// AMX int8 in place: whether the tile of `rows` rows from row `first` (of `total`, `ld` apart) reads past the
-// operand's last byte in the K block from k0 of k_len: only the last K block reads past K, amx_overrun_ bytes.
+// AMX int8 or VNNI in place: whether the tile of `rows` rows from row `first` (of `total`, `ld` apart) reads past
+// the operand's last byte in the K block from k0 of k_len: only the last K block reads past K, amx_overrun_ bytes.
 bool GemmLowpKernel::tile_copied(int64_t first, int64_t rows, int64_t total, int64_t ld, int64_t k0,
                                  int64_t k_len) const {
     return amx_overrun_ > 0 && k0 + k_len >= p_.k && (total - first - rows) * ld < amx_overrun_;
@@ -465,7 +469,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         a_tile = ch.a + (ir * p_.lda + k0) * a_size;
                         call.a_stride = p_.lda * a_size;
                         const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
-                        if ((a_tail_copied_ && ir + mr >= p_.m) || tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
+                        if (tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
                             a_tile = copy_last_rows(a_tile, rows, k0, p_.lda);
                     }
                     if (p_.bias == BiasKind::per_row)
@@ -556,7 +560,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                 a_tile = a + ir * p_.lda * a_size;
                 call.a_stride = p_.lda * a_size;
                 const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
-                if ((a_tail_copied_ && ir + mr >= p_.m) || tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
+                if (tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
                     a_tile = copy_last_rows(a_tile, rows, 0, p_.lda);
             }
             if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
