@@ -2886,3 +2886,50 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
         }
     }
 }
+
+// bf16 rows read in place by AMX tiles in whole 64-byte steps would multiply what lies past K (the rows'
+// padding) by the packed side's zero k rows: a NaN or an Inf there would turn outputs into NaN. The rows' padding
+// (and A's) here is NaN: every output must still be the exact sum. Few rows over a transposed B (the swapped
+// order reads B's rows as tile rows), K not whole steps, ldb and lda past K, one and two K blocks.
+TEST_CASE("x86 lowp bf16: NaN in the rows' padding past K never reaches C", "[x86][lowp]") {
+    struct Shape {
+        int64_t m, n, k, lda, ldb;
+        bool trans_b;
+    };
+    const Shape shapes[] = {{8, 300, 100, 128, 128, true}, {1, 300, 33, 40, 64, true},  {2, 700, 100, 104, 128, true},
+                            {4, 64, 40, 64, 64, true},     {16, 1000, 48, 64, 64, true}, {8, 300, 1000, 1024, 1024, true},
+                            {300, 300, 100, 128, 320, false}, {1000, 100, 33, 64, 128, false}};
+    const uint16_t kNan = 0x7fc0, kHalf = 0x3f00, kQuarter = 0x3e80;  // bf16 NaN, 0.5, 0.25
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        for (const Shape& s : shapes) {
+            INFO("tier " << tier.name << " " << s.m << "x" << s.n << "x" << s.k << (s.trans_b ? " NT" : " NN")
+                          << " lda " << s.lda << " ldb " << s.ldb);
+            // 64-byte aligned operands (misaligned rows are copied anyway).
+            auto aligned = [](std::vector<uint16_t>& storage, int64_t count) {
+                storage.assign(static_cast<size_t>(count + 32), 0);
+                const uintptr_t at = (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63);
+                return reinterpret_cast<uint16_t*>(at);
+            };
+            std::vector<uint16_t> a_storage, b_storage;
+            uint16_t* a = aligned(a_storage, s.m * s.lda);
+            for (int64_t i = 0; i < s.m * s.lda; ++i) a[i] = i % s.lda < s.k ? kHalf : kNan;
+            const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+            uint16_t* b = aligned(b_storage, b_rows * s.ldb);
+            for (int64_t i = 0; i < b_rows * s.ldb; ++i) b[i] = i % s.ldb < b_cols ? kQuarter : kNan;
+            std::vector<float> c(static_cast<size_t>(s.m * s.n), std::numeric_limits<float>::quiet_NaN());
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = s.m; d.n = s.n; d.k = s.k; d.trans_b = s.trans_b;
+            d.a_type = JITMM_DTYPE_BF16; d.b_type = JITMM_DTYPE_BF16; d.c_type = JITMM_DTYPE_F32;
+            d.lda = s.lda; d.ldb = s.ldb; d.ldc = s.n;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a; args.b = b; args.c = c.data();
+            REQUIRE(jitmm_matmul(e.e, &d, &args) == JITMM_STATUS_SUCCESS);
+            int64_t wrong = 0;
+            for (float v : c) wrong += !(v == 0.125f * float(s.k));  // exact: sums of 0.125 in f32
+            CHECK(wrong == 0);
+        }
+    }
+}

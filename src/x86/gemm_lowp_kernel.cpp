@@ -709,8 +709,13 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
     // 242.
     const bool in_place = (k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k)) ||
                              plan::amx_rows_any_stride(plan_.layout.step, true, p_.m, p_.n);
-    const bool misaligned =
-        !in_place && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0);
+    // bf16 rows read in place in whole 64-byte steps past K would multiply what lies there (the row's padding,
+    // the next row) by the packed side's zero k rows: an Inf or a NaN there made the outputs NaN (8x300x100 NT,
+    // ldb 128, padding NaN). Such rows are copied into zero-padded ones, as misaligned rows are.
+    const int64_t last_k = p_.k - (k_blocks_ - 1) * plan_.kc;
+    const bool float_past_k = plan_.layout.step == LowpStep::amx_bf16 && (last_k * b_size) % 64 != 0;
+    const bool misaligned = !in_place && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 ||
+                                          (p_.ldb * b_size) % 64 != 0 || float_past_k);
     uint8_t* own_a = shared_a ? nullptr : scratch<0>(static_cast<size_t>(block_bytes));
     uint8_t* b_rows = misaligned ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
     // Several K blocks: the partial sums of the chunk's whole C^T (rows n, columns m) wait in a strip.
