@@ -156,30 +156,33 @@ private:
         vaddss(x, x, t);
     }
 
-    // AVX-512: a row's sums go to the red zone below the stack pointer (the kernel is a leaf), and alpha,
-    // beta*C, bias and the activation run on vectors of up to 16 of them, stored under a lane mask (k3: k1
-    // is the K tail's, k2 the erf-GELU's). One activation per row and 16 columns instead of per output: with
-    // a GELU, the scalar copies were most of the kernel's code and JIT time (16x4096x4096 NT bias+GELU, a 4x6
-    // tile: 13.6 -> 6.5 KB, 101 -> 28 us; run time 4x64x64 2.85 -> 1.57 us, 8x256x256 SiLU 22.5 -> 15.1). Only
-    // for those activations: the wide reload of the row's scalar stores cannot be forwarded from them, which
-    // cost a cheap epilogue more than it saved (16x128x512 bias+ReLU 13.5 -> 14.5-15.0 us).
-    void vector_epilogue() {
+    // AVX-512: alpha, beta*C, bias and the activation run on vectors of up to 16 of a row's sums, stored under a
+    // lane mask (k3: k1 is the K tail's, k2 the erf-GELU's). The sums come from reduce_row (`tree`), or else
+    // from horizontal_sum's scalars through the red zone below the stack pointer (the kernel is a leaf). One
+    // activation per row and 16 columns instead of per output: with a GELU, the scalar copies were most of the
+    // kernel's code and JIT time (16x4096x4096 NT bias+GELU, a 4x6 tile: 13.6 -> 6.5 KB, 101 -> 28 us; run time
+    // 4x64x64 2.85 -> 1.57 us, 8x256x256 SiLU 22.5 -> 15.1). Through the red zone only for those activations:
+    // the wide reload of the row's scalar stores cannot be forwarded from them, which cost a cheap epilogue more
+    // than it saved (16x128x512 bias+ReLU 13.5 -> 14.5-15.0 us). (A K part's kernel stores its alpha-scaled sums.)
+    void vector_epilogue(bool tree) {
         constexpr int kRedZone = 128;  // bytes below rsp a leaf may use; holds up to 32 sums of a row
-        const Xbyak::Zmm x(scalar(0).getIdx()), t1(scalar(1).getIdx()), t2(scalar(2).getIdx()),
-            t3(scalar(3).getIdx());
+        const Xbyak::Zmm t1(scalar(1).getIdx()), t2(scalar(2).getIdx()), t3(scalar(3).getIdx());
         mov(r11, rdx);
         for (int i = 0; i < rows_; ++i) {
-            for (int j = 0; j < cols_; ++j) {
-                horizontal_sum(i * cols_ + j, scalar(0).getIdx());
-                vmovss(ptr[rsp - kRedZone + j * 4], Xmm(i * cols_ + j));
+            if (!tree) {
+                for (int j = 0; j < cols_; ++j) {
+                    horizontal_sum(i * cols_ + j, scalar(0).getIdx());
+                    vmovss(ptr[rsp - kRedZone + j * 4], Xmm(i * cols_ + j));
+                }
             }
             for (int c0 = 0; c0 < cols_; c0 += 16) {
                 const int lanes = std::min(16, cols_ - c0);
+                const Xbyak::Zmm x = tree ? reduce_row(i, c0, lanes) : Xbyak::Zmm(scalar(0).getIdx());
                 if (c0 == 0 || lanes != 16) {
                     mov(eax, (1u << lanes) - 1);
                     kmovw(k3, eax);
                 }
-                vmovups(x | k3 | T_z, ptr[rsp - kRedZone + c0 * 4]);
+                if (!tree) vmovups(x | k3 | T_z, ptr[rsp - kRedZone + c0 * 4]);
                 if (L_.alpha != 1.0f) vmulps(x, x, pool_(L_.alpha));
                 if (!partial_) {
                     if (L_.beta != 0.0f) {
@@ -254,53 +257,16 @@ private:
         return sums;
     }
 
-    // AVX-512 with four or more columns: each row's sums by reduce_row, 16 at a time, then alpha, beta*C, bias
-    // and the activation on the vector and one store under a lane mask (k3). (A K part's kernel stores its
-    // alpha-scaled sums.)
-    void tree_epilogue() {
-        const Xbyak::Zmm t1(scalar(1).getIdx()), t2(scalar(2).getIdx()), t3(scalar(3).getIdx());
-        mov(r11, rdx);
-        for (int i = 0; i < rows_; ++i) {
-            for (int c0 = 0; c0 < cols_; c0 += 16) {
-                const int lanes = std::min(16, cols_ - c0);
-                const Xbyak::Zmm x = reduce_row(i, c0, lanes);
-                if (c0 == 0 || lanes != 16) {
-                    mov(eax, (1u << lanes) - 1);
-                    kmovw(k3, eax);
-                }
-                if (L_.alpha != 1.0f) vmulps(x, x, pool_(L_.alpha));
-                if (!partial_) {
-                    if (L_.beta != 0.0f) {
-                        vmovups(t1 | k3 | T_z, ptr[r11 + c0 * 4]);
-                        if (L_.beta == 1.0f) vaddps(x, x, t1);
-                        else vfmadd231ps(x, t1, pool_(L_.beta));
-                    }
-                    if (L_.bias == BiasKind::per_column) {
-                        vmovups(t1 | k3 | T_z, ptr[rcx + c0 * 4]);
-                        vaddps(x, x, t1);
-                    }
-                    if (L_.bias == BiasKind::per_row) vaddps(x, x, ptr_b[rcx + i * 4]);
-                    math_.apply(L_.activation, x, t1, t2, t3);
-                }
-                vmovups(ptr[r11 + c0 * 4] | k3, x);
-            }
-            if (i + 1 < rows_) {
-                mov(rax, L_.ldc * 4);
-                add(r11, rax);
-            }
-        }
-    }
-
-    // Per output, in lane 0 of an xmm: alpha, beta*C, bias, activation, one scalar store (AVX-512 with a
-    // GELU or SiLU takes vector_epilogue, and with four or more columns tree_epilogue: fewer measured even).
+    // Per output, in lane 0 of an xmm: alpha, beta*C, bias, activation, one scalar store. AVX-512 takes
+    // vector_epilogue: with the reduction tree from four columns (fewer measured even), else with a GELU or SiLU.
     void epilogue() {
         if (avx512_ && cols_ >= 4) {
-            tree_epilogue();
+            vector_epilogue(true);
             return;
         }
         const bool costly = activation_uses_exp(L_.activation);
         if (avx512_ && costly && !partial_) {
-            vector_epilogue();
+            vector_epilogue(false);
             return;
         }
         const Xmm t0 = scalar(0), t1 = scalar(1), t2 = scalar(2), t3 = scalar(3);

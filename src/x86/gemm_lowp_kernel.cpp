@@ -211,20 +211,19 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
     if (plan::step_is_amx(plan_.layout.step) && whole_ == nullptr && release_ == nullptr)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: AMX code without its tilerelease stub");
     pack_vbmi_ = pack_vbmi_allowed();
-    a_tail_copied_ = !plan::step_is_amx(plan_.layout.step) && !plan_.layout.dot_nt && !plan_.layout.swap_ab &&
-                     !plan_.pack_a && p_.k % plan::step_group(plan_.layout.step) != 0;
-    // AMX int8: the tile rows of the last K block read whole steps (one K block: K rounded up to whole dwords,
-    // plan::amx_k_reads_rows), past K into the next row, so rows whose reads would run past the operand's end (A's,
-    // or B's in the swapped order) come from a copy (tile_copied).
+    // Operands read in place past K (the bytes past it meet the packed side's zero k rows, exact in integers): the
+    // rows whose reads would run past the operand's end (A's, or B's in the swapped order) come from a copy
+    // (tile_copied). AMX int8: the tile rows of the last K block read whole steps (one K block: K rounded up to
+    // whole dwords, plan::amx_k_reads_rows). VNNI: a u8 A over a K tail reads the dword past K.
     if (plan_.layout.step == LowpStep::amx_int8) {
         const int64_t last_k = p_.k - (k_blocks_ - 1) * plan_.kc;
         const int64_t step = k_blocks_ == 1 ? plan::amx_k_step_bytes(plan_.layout.step, p_.k) : 64;
-        amx_overrun_ = ceil_div(last_k, step) * step - last_k;
+        overrun_bytes_ = ceil_div(last_k, step) * step - last_k;
+    } else if (!plan::step_is_amx(plan_.layout.step) && !plan_.layout.dot_nt && !plan_.layout.swap_ab &&
+               !plan_.pack_a) {
+        const int64_t g = plan::step_group(plan_.layout.step);
+        overrun_bytes_ = ceil_div(p_.k, g) * g - p_.k;
     }
-    // VNNI over a K tail: the dword past K, checked per tile as AMX's (only the last tile checked, a last tile of
-    // one row with lda < 3 let the tile before it read past A's end).
-    if (a_tail_copied_) amx_overrun_ = ceil_div(p_.k, int64_t(plan::step_group(plan_.layout.step))) *
-                                           plan::step_group(plan_.layout.step) - p_.k;
     // Batches of such blocks too, a run of them per thread (1 thread, 8x8x8 s8 x64: 8.2 us through the chunk
     // driver, each batch packing and configuring as a whole call does).
     small_ = !plan_.layout.swap_ab && !plan_.layout.dot_nt && (p_.batch > 1 || plan_.threads <= 1) &&
@@ -344,10 +343,10 @@ const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows,
 }
 
 // AMX int8 or VNNI in place: whether the tile of `rows` rows from row `first` (of `total`, `ld` apart) reads past
-// the operand's last byte in the K block from k0 of k_len: only the last K block reads past K, amx_overrun_ bytes.
+// the operand's last byte in the K block from k0 of k_len: only the last K block reads past K, overrun_bytes_.
 bool GemmLowpKernel::tile_copied(int64_t first, int64_t rows, int64_t total, int64_t ld, int64_t k0,
                                  int64_t k_len) const {
-    return amx_overrun_ > 0 && k0 + k_len >= p_.k && (total - first - rows) * ld < amx_overrun_;
+    return overrun_bytes_ > 0 && k0 + k_len >= p_.k && (total - first - rows) * ld < overrun_bytes_;
 }
 
 // An AMX tile row split across cache lines loads slower, so an A in place that is not 64-byte aligned is packed,

@@ -83,8 +83,7 @@ private:
     int64_t k_blocks_ = 1;
     bool small_ = false;                 // run() takes run_small
     bool pack_vbmi_ = false;             // pack_vbmi_allowed() when the kernel was made
-    bool a_tail_copied_ = false;         // VNNI: A in place over a K tail (tiles past A's end from a copy)
-    int64_t amx_overrun_ = 0;            // bytes the last K block's tile rows read past K (AMX int8, VNNI)
+    int64_t overrun_bytes_ = 0;          // bytes the last K block's in-place rows read past K (AMX int8, VNNI)
     int32_t comp_factor_ = 0;            // int8: comp[j] = comp_factor * column sum of B
 };
 

@@ -471,28 +471,35 @@ __attribute__((target("avx2"), noinline)) void pack_b_cols_dwords(const uint8_t*
 // takes the group quad's 4-dword pieces of four rows (rows r, r + 4, r + 8, r + 12: a 128-bit load and three
 // inserts from memory, which issue on either vector port), then two in-lane unpack stages transpose the 4 x 4
 // blocks: 80 shuffles per 16 x 16 block on two ports where four 8 x 8 AVX2 blocks take 96 on one (64^3 NT s8
-// on AMX: the AVX2 transpose was 30% of the call).
+// on AMX: the AVX2 transpose was 30% of the call). transpose_group_quad does one group quad (the dwords at
+// byte `offset` of 16 rows, row i at rows[i]) into 4 vectors of 16 columns: groups[q] lane i = row i's dword q.
+__attribute__((target("avx512f"), always_inline)) inline void transpose_group_quad(const uint8_t* const rows[16],
+                                                                                  int64_t offset, __m512i groups[4]) {
+    __m512i z[4];  // z[r] lane t: row 4t + r
+    for (int r = 0; r < 4; ++r) {
+        auto piece = [&](int t) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * t + r] + offset)); };
+        z[r] = _mm512_castsi128_si512(piece(0));
+        for (int t = 1; t < 4; ++t) z[r] = _mm512_inserti32x4(z[r], piece(t), t);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    groups[0] = _mm512_unpacklo_epi64(t0, t2);
+    groups[1] = _mm512_unpackhi_epi64(t0, t2);
+    groups[2] = _mm512_unpacklo_epi64(t1, t3);
+    groups[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
 __attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b, int64_t ldb_bytes,
                                                                int64_t full_groups, int cols, int nr,
                                                                uint32_t* panel) {
     const int64_t block_groups = full_groups / 4 * 4;  // whole group quads (K = 48 int8: three)
     const int block_cols = cols / 16 * 16;
+    const uint8_t* rows[16];
+    __m512i groups[4];
     for (int c = 0; c < block_cols; c += 16) {
-        const uint8_t* quarter[4];  // rows c + 4t
-        for (int t = 0; t < 4; ++t) quarter[t] = b + (c + 4 * t) * ldb_bytes;
+        for (int i = 0; i < 16; ++i) rows[i] = b + (c + i) * ldb_bytes;
         for (int64_t kg = 0; kg < block_groups; kg += 4) {  // one group quad
-            __m512i z[4];  // z[r] lane t: row c + 4t + r
-            for (int r = 0; r < 4; ++r) {
-                auto piece = [&](int t) {
-                    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(quarter[t] + r * ldb_bytes + kg * 4));
-                };
-                z[r] = _mm512_castsi128_si512(piece(0));
-                for (int t = 1; t < 4; ++t) z[r] = _mm512_inserti32x4(z[r], piece(t), t);
-            }
-            const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-            const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-            const __m512i groups[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                                       _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+            transpose_group_quad(rows, kg * 4, groups);
             for (int q = 0; q < 4; ++q) _mm512_storeu_si512(panel + (kg + q) * nr + c, groups[q]);
         }
     }
@@ -502,21 +509,9 @@ __attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b,
     if (block_cols < cols) {
         const int live = cols - block_cols;
         const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
-        const uint8_t* rows[16];
         for (int i = 0; i < 16; ++i) rows[i] = b + (block_cols + std::min(i, live - 1)) * ldb_bytes;
         for (int64_t kg = 0; kg < block_groups; kg += 4) {
-            __m512i z[4];
-            for (int r = 0; r < 4; ++r) {
-                auto piece = [&](int t) {
-                    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * t + r] + kg * 4));
-                };
-                z[r] = _mm512_castsi128_si512(piece(0));
-                for (int t = 1; t < 4; ++t) z[r] = _mm512_inserti32x4(z[r], piece(t), t);
-            }
-            const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-            const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-            const __m512i groups[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                                       _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+            transpose_group_quad(rows, kg * 4, groups);
             for (int q = 0; q < 4; ++q) _mm512_mask_storeu_epi32(panel + (kg + q) * nr + block_cols, mask, groups[q]);
         }
     }
