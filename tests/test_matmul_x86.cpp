@@ -892,6 +892,27 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
     unsetenv("JITMM_X86_CNPF");
 }
 
+// A K of a few steps: the planner prefetches the C tile before the K loop (from K 12 down, C over L1). Every
+// layout, odd sizes around the tiles, ld > width, beta and a batch, each tier.
+TEST_CASE("x86 f32: short K with the C tile prefetched", "[x86][matmul]") {
+    std::mt19937 rng(1212);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 2);
+        const Case cases[] = {
+            {31, 1237, 5, 1, false, true, 0, 0, 0},
+            {107, 321, 2, 1, false, true, 1, 3, 5, 1.0f, 0.5f},
+            {34, 2335, 3, 1, true, true, 2, 0, 1},
+            {84, 423, 5, 3, true, false, 0, 1, 0, -1.0f, 1.0f, JITMM_EPILOGUE_BIAS_RELU},
+            {33, 650, 12, 2, false, false, 3, 2, 7, 0.5f, -1.0f, JITMM_EPILOGUE_BIAS_GELU_TANH, JITMM_BIAS_PER_ROW},
+            {7, 2000, 1, 1, false, false, 0, 0, 3},
+            {63, 217, 9, 1, true, true, 1, 1, 1, 1.0f, 0.0f, JITMM_EPILOGUE_SILU},
+        };
+        for (const Case& c : cases) check_case(e, c, rng);
+        jitmm_engine_destroy(e);
+    }
+}
+
 // One row of A stored K x 1 (lda 1) is planned as the same K values stored 1 x K: a transposed B then takes the
 // dot family. Against the reference with every epilogue, batches, a strided C and lda 1 or not (a strided
 // column keeps the transposed layout).
@@ -1253,6 +1274,11 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k > 0);
     CHECK(big.layout.b_prefetch_k == 0);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 64, 64, false, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+    // A K of a few steps prefetches the C tile before its K loop; a longer K hides C's misses behind its FMAs.
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(31, 1237, 5, false, true), cpu, isa, 1).layout.c_prefetch);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(300, 700, 12, false, false), cpu, isa, 1).layout.c_prefetch);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(300, 700, 16, false, false), cpu, isa, 1).layout.c_prefetch);
+    CHECK_FALSE(big.layout.c_prefetch);
     // Batches that each read their own B stream it together: prefetched 32 rows ahead where 32 rows take at most
     // a quarter of L2 and their stride is off 4 KiB multiples, else 16; one B shared by every batch stays in L2.
     jitmm::Problem batched = plain_problem(19, 263, 924, false, false);

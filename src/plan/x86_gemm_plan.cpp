@@ -153,6 +153,8 @@ constexpr int64_t kMaxDirectBRowTiles = 4;
 constexpr int kMinRowsForManyRowTiles = 6;
 // How many k steps ahead a transposed A read in place from memory is prefetched (set below).
 constexpr int kTransposedAPrefetchSteps = 16;
+// Up to this K the tile's few FMAs cannot hide its C stores' misses: the kernel prefetches the C tile first.
+constexpr int64_t kMaxKForCTilePrefetch = 12;
 // k steps ahead that a B read in place from memory has its rows prefetched (see b_streams_from_memory).
 constexpr int kBRowPrefetchSteps = 32;
 // Column panels per B block up to which each call prefetches the next row tile's A (set below).
@@ -443,6 +445,15 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     L.c_next_prefetch = !plan.single_call && p.ldc * 4 < (int64_t(1) << 31) &&
                         int64_t(L.k_unroll) * std::max(a_step, b_step) < (int64_t(1) << 31);
     if (const char* v = std::getenv("JITMM_X86_CNPF")) L.c_next_prefetch = L.c_next_prefetch && std::atoi(v) != 0;
+    // A K of a few steps leaves the tile's stores nothing to overlap with: each store missing L1 waits in the
+    // store buffer for its line, one after the other. Prefetching the tile's C lines before the K loop asks for
+    // them all at once (1 thread, median us: 31x1237x5 5.2 -> 3.2, 3853x613x3 NT x24 37000 -> 24000, 1846x77x8
+    // x28 950 -> 700; K of 16 measured even). Not where C stays in L1 between calls, nor for fewer columns
+    // than a vector (a line or two per tile row: the prefetches cost more than they hide, 2014x4x4 2.27 ->
+    // 2.46 us). The tuning knob JITMM_X86_CPF (above) overrides it.
+    const double c_total_bytes = double(p.batch) * double(p.m) * double(p.n) * 4.0;
+    if (std::getenv("JITMM_X86_CPF") == nullptr)
+        L.c_prefetch = p.k <= kMaxKForCTilePrefetch && p.n >= 16 && c_total_bytes > double(l1);
 
     // Threads (computed above): tile-aligned chunks, batches first. The partition changes only
     // the driver, never the generated code, so it stays out of the key (a cache serves any thread count).
@@ -543,6 +554,7 @@ std::string X86GemmPlan::describe() const {
     char prefetch[96] = "";
     if (layout.b_prefetch_runs > 0)
         std::snprintf(prefetch, sizeof prefetch, " prefetchB=%dx%d", layout.b_prefetch_runs, layout.b_prefetch_step);
+    if (layout.c_prefetch) std::strncat(prefetch, " prefetchCtile", sizeof prefetch - std::strlen(prefetch) - 1);
     if (layout.c_next_prefetch) std::strncat(prefetch, " prefetchC", sizeof prefetch - std::strlen(prefetch) - 1);
     if (layout.a_next_tile_prefetch)
         std::strncat(prefetch, " prefetchAnext", sizeof prefetch - std::strlen(prefetch) - 1);
