@@ -16,6 +16,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -909,6 +911,59 @@ TEST_CASE("x86 f32: short K with the C tile prefetched", "[x86][matmul]") {
             {63, 217, 9, 1, true, true, 1, 1, 1, 1.0f, 0.0f, JITMM_EPILOGUE_SILU},
         };
         for (const Case& c : cases) check_case(e, c, rng);
+        jitmm_engine_destroy(e);
+    }
+}
+
+// A transposed B's K tail (K under 8, or past whole 8 x 8 blocks) is packed by masked loads of each stored row:
+// nothing past K is read. B ends exactly at a PROT_NONE page with tight rows (ldb = K), so a read of one value
+// past the last row's K faults.
+TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its last value (guard page)",
+          "[x86][matmul]") {
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(909);
+    struct Shape {
+        int64_t m, n, k;
+    };
+    const Shape shapes[] = {{31, 1237, 5}, {64, 48, 1}, {40, 333, 7}, {100, 32, 3}, {33, 100, 13}, {20, 65, 23}};
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    for (const Tier& tier : runnable_tiers()) {
+        jitmm_engine* e = make_engine(tier.name, 1);
+        for (const Shape& s : shapes) {
+            INFO("tier " << tier.name << " " << s.m << "x" << s.n << "x" << s.k << " NT");
+            const size_t b_bytes = static_cast<size_t>(s.n * s.k) * sizeof(float);
+            const size_t span = (b_bytes + page - 1) / page * page;
+            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            REQUIRE(map != MAP_FAILED);
+            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+            float* b = reinterpret_cast<float*>(static_cast<uint8_t*>(map) + span - b_bytes);
+            for (int64_t i = 0; i < s.n * s.k; ++i) b[i] = uni(rng);
+            std::vector<float> a(static_cast<size_t>(s.m * s.k)), out(static_cast<size_t>(s.m * s.n),
+                                                                       std::numeric_limits<float>::quiet_NaN());
+            for (auto& v : a) v = uni(rng);
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = s.m; d.n = s.n; d.k = s.k;
+            d.trans_b = 1;
+            d.lda = s.k; d.ldb = s.k; d.ldc = s.n;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a.data(); args.b = b; args.c = out.data();
+            REQUIRE(jitmm_matmul(e, &d, &args) == JITMM_STATUS_SUCCESS);
+            double worst = 0;
+            for (int64_t i = 0; i < s.m; ++i)
+                for (int64_t j = 0; j < s.n; ++j) {
+                    double ref = 0, mag = 0;
+                    for (int64_t k = 0; k < s.k; ++k) {
+                        ref += double(a[i * s.k + k]) * b[j * s.k + k];
+                        mag += std::fabs(double(a[i * s.k + k]) * b[j * s.k + k]);
+                    }
+                    const double err = std::fabs(out[i * s.n + j] - ref) / (mag + 1e-30);
+                    worst = std::isfinite(out[i * s.n + j]) ? std::max(worst, err) : 1e30;
+                }
+            CHECK(worst <= 1e-6);
+            munmap(map, span + page);
+        }
         jitmm_engine_destroy(e);
     }
 }

@@ -78,20 +78,47 @@ __attribute__((target("avx512f"))) void transpose_rows_16(const float* src, int6
 }
 #pragma GCC diagnostic pop
 
-// dst[0, n) = src[0, n): 8 floats per move, the rest one by one (rows of a panel are short: a call to
-// memcpy per row costs about as much as the copy).
-// The last k_len - k0 values of 16 stored rows (fewer than 8: K's tail past the 8 x 8 blocks, or all of a
-// short K) into 16 panel columns: one gather per k. Element by element they cost 16 scalar stores per k, which
-// made the pack 2/3 of a short-K NT call (7x3355x5, 1 thread: 18 us, 0.41x oneDNN).
-__attribute__((target("avx512f"))) void gather_rows_16(const float* src, int64_t ld, float* dst, int64_t k0,
-                                                       int64_t k_len, int64_t nr) {
-    alignas(64) int32_t offsets[16];
-    for (int c = 0; c < 16; ++c) offsets[c] = static_cast<int32_t>(c * ld);
-    const __m512i index = _mm512_load_si512(offsets);
-    for (int64_t k = k0; k < k_len; ++k)
-        _mm512_storeu_ps(dst + k * nr, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, index, src + k, 4));
+// GCC 12's unpack intrinsics pass _mm512_undefined_ps() as their merge source and then warn that it is
+// uninitialized (the unmasked forms never read it).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Up to 4 values from k0 on of 16 stored rows into 16 panel columns (AVX-512): each row's values by one masked
+// load (nothing past them is read), four rows 4 apart per register (lane l: row 4 l + i), then one round of
+// in-lane 4 x 4 transposes leaves column k0 + c of all 16 rows, in order, in one register: a whole 64-byte store.
+__attribute__((target("avx512f,avx512vl"))) void transpose_16x4(const float* src, int64_t ld, float* dst,
+                                                                int64_t k0, int count, int64_t nr) {
+    const __mmask8 valid = static_cast<__mmask8>((1u << count) - 1);
+    __m512 r[4];
+    for (int i = 0; i < 4; ++i) {
+        const float* p = src + i * ld + k0;
+        __m512 v = _mm512_zextps128_ps512(_mm_maskz_loadu_ps(valid, p));
+        v = _mm512_insertf32x4(v, _mm_maskz_loadu_ps(valid, p + 4 * ld), 1);
+        v = _mm512_insertf32x4(v, _mm_maskz_loadu_ps(valid, p + 8 * ld), 2);
+        r[i] = _mm512_insertf32x4(v, _mm_maskz_loadu_ps(valid, p + 12 * ld), 3);
+    }
+    const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+    const __m512 columns[4] = {_mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+                               _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2))};
+    for (int c = 0; c < count; ++c) _mm512_storeu_ps(dst + (k0 + c) * nr, columns[c]);
 }
 
+#pragma GCC diagnostic pop
+
+// The last k_len - k0 values (fewer than 8: K's tail past the 8 x 8 blocks, or all of a short K) of 16 stored
+// rows into 16 panel columns, 4 values at a time. Element by element the tail cost 16 scalar stores per k (2/3
+// of a short-K NT call, 7x3355x5: 18 us, 0.41x oneDNN); a gather per k still cost a quarter of 31x1237x5 NT.
+__attribute__((target("avx512f,avx512vl"))) void transpose_tail_16(const float* src, int64_t ld, float* dst,
+                                                                   int64_t k0, int64_t k_len, int64_t nr) {
+    for (int64_t k = k0; k < k_len; k += 4)
+        transpose_16x4(src, ld, dst, k, static_cast<int>(std::min<int64_t>(4, k_len - k)), nr);
+}
+
+// dst[0, n) = src[0, n): 8 floats per move, the rest one by one (rows of a panel are short: a call to
+// memcpy per row costs about as much as the copy).
 __attribute__((target("avx2"))) void copy_floats(const float* src, float* dst, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
@@ -163,19 +190,17 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
         float* const dst0 = dst_of(0);
         float* const dst8 = cols > 8 ? dst_of(8) : nullptr;
         const int64_t full = cols / 8 * 8;  // columns done in 8 x 8 blocks (for k < k8)
-        int64_t gathered = 0;  // leading columns whose K tail the gathers wrote
+        int64_t tail_done = 0;  // leading columns whose K tail transpose_tail_16 wrote
         if (avx512 && full == 16 && nr % 16 == 0) {  // the unit's 16 columns lie in one panel
             const int64_t k16 = k_len / 16 * 16;
             transpose_rows_16(src, ldb, dst0, k16, nr);
             transpose_rows(src + k16, ldb, dst0 + k16 * nr, dst8 + k16 * nr, k8 - k16, nr);
-            if (16 * ldb < (int64_t(1) << 31)) {  // (32-bit gather offsets)
-                gather_rows_16(src, ldb, dst0, k8, k_len, nr);
-                gathered = 16;
-            }
+            if (k8 < k_len) transpose_tail_16(src, ldb, dst0, k8, k_len, nr);
+            tail_done = 16;
         } else {
             transpose_rows(src, ldb, dst0, full >= 16 ? dst8 : nullptr, full > 0 ? k8 : 0, nr);
         }
-        for (int64_t c = gathered; c < cols; ++c) {
+        for (int64_t c = tail_done; c < cols; ++c) {
             float* const dst = dst_of(c);
             for (int64_t k = c < full ? k8 : 0; k < k_len; ++k) dst[k * nr] = src[c * ldb + k];
         }
