@@ -18,7 +18,7 @@ struct TileShape {
 
 // Candidate register tiles (rows x vectors). Each leaves the B vectors, a broadcast register and
 // kEpilogueTemps scratch registers free (plus the column mask register on AVX2).
-constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {12, 2}, {2, 14}, {1, 28}};
+constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {12, 2}, {2, 8}, {1, 28}, {1, 14}};
 constexpr TileShape kAvx2Tiles[] = {{6, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
 
 // AVX2 keeps its column-tail mask in a vector register; AVX-512 uses an opmask register.
@@ -26,7 +26,10 @@ int mask_registers(bool avx512) { return avx512 ? 0 : 1; }
 
 // A tile fits when the main loop (accumulators, B vectors, broadcast) and the epilogue (accumulators and
 // kEpilogueTemps scratch) both fit in the vector registers.
-bool b_from_memory(int mr, bool avx512) { return avx512 && mr <= 2; }
+// One-row tiles read each B vector straight from memory into its FMA (no B registers: a wider tile). Two rows
+// would load every B vector twice, two split loads where B's rows are off 64-byte lines (2x3295x76 NN: 17 us
+// with 2 x 14 vectors from memory, 12 with 2 x 8 from registers): they load B into registers.
+bool b_from_memory(int mr, bool avx512) { return avx512 && mr == 1; }
 
 bool tile_fits(int mr, int nv, bool avx512) {
     const int regs = (avx512 ? 32 : 16) - mask_registers(avx512);
@@ -176,6 +179,9 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
     auto consider = [&](TileShape t) {
         // Rows of A are addressed by 32-bit displacements: a huge lda limits the rows per tile.
         if (int64_t(t.mr) * lda_bytes_per_row >= (int64_t(1) << 31)) return;
+        // One row: the one-row tile of 14 vectors (its FMAs read B from memory, each vector once; 28 vectors
+        // measured slower on a long GEMV, 1x11008x4096 8.8 -> 10.5 ms).
+        if (p.m == 1 && !(t.mr == 1 && t.nv == 14)) return;
         // A tile of few rows streams its B panel again for every few rows, which the cost below does not price
         // where B is larger than L2 (packed blocks, read from L2 by every row tile): only where it covers M in a
         // few row tiles or N in one panel (1 thread, x464x2935 NN, GFLOP/s, 4x96 / 12x32 / 8x48: M 57 99 / 113
