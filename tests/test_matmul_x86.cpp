@@ -1207,6 +1207,15 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
         const auto thirteen = jitmm::plan::plan_x86_gemm_f32_dot(nt(13, 106, 631), jitmm::hw::cpu_info(), avx512, 1);
         CHECK(thirteen.layout.mr == 4);
         CHECK(thirteen.layout.nj == 6);
+        // Batches whose A together pass L2 run every column tile of a row tile before the next row tile.
+        jitmm::hw::CpuInfo cpu;
+        cpu.l1d_bytes = 48 * 1024;
+        cpu.l2_bytes = 2048 * 1024;
+        jitmm::Problem batched = nt(140, 13, 1315);
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32_dot(batched, cpu, avx512, 1).rows_outer);
+        batched.batch = 10;
+        batched.stride_a = 140 * 1315; batched.stride_b = 13 * 1315; batched.stride_c = 140 * 13;
+        CHECK(jitmm::plan::plan_x86_gemm_f32_dot(batched, cpu, avx512, 1).rows_outer);
     }
     std::mt19937 rng(7373);
     const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
@@ -1248,6 +1257,11 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
         for (const Case& c : {Case{23, 7, 1892, 7, false, true}, Case{52, 5, 784, 1, false, true},
                               Case{256, 15, 1024, 1, false, true}})
             CHECK(generator_name(e, c) == "x86_f32_dot_avx512");
+        // Row tiles outer (A of all batches past L2), two column tiles, a bias per row and beta.
+        std::mt19937 rng2(1315);
+        Case many{140, 13, 1315, 8, false, true, 3, 1, 2, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_RELU, JITMM_BIAS_PER_ROW};
+        CHECK(generator_name(e, many) == "x86_f32_dot_avx512");
+        check_case(e, many, rng2);
         jitmm_engine_destroy(e);
     } else {
         WARN("SKIPPED the dot-family generator check: no AVX-512 on this CPU (results above checked at every tier)");

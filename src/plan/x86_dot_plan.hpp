@@ -17,6 +17,9 @@ struct X86DotPlan {
     int threads = 1;
     int n_chunks = 1;  // each batch's N split into n_chunks tile-aligned parts
     int m_chunks = 1;  // and its M into m_chunks (many rows over few columns)
+    // The driver's order (not in the key): every column tile of a row tile before the next row tile where A is
+    // the larger operand (A's rows read once, B's few rows from cache), else every row tile of a column tile.
+    bool rows_outer = false;
     bool k_split_ready = false;  // few tiles, long K: the part variants and the finish are generated (key)
     int k_splits = 1;            // > 1: K cut into this many parts of whole iterations (driver only)
     // A stored K x M (trans_a): each call first copies op(A) into rows of layout.lda (key), which the kernels read.

@@ -158,13 +158,17 @@ void GemmF32DotKernel::run(const RunArgs& args) const {
 void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t m0,
                                  int64_t m1, int64_t n0, int64_t n1) const {
     const int64_t mr = plan_.layout.mr, nj = plan_.layout.nj;
-    for (int64_t j = n0; j < n1; j += nj) {
-        const bool col_tail = j + nj > p_.n;
-        for (int64_t i = m0; i < m1; i += mr) {
-            const float* bias_tile =
-                p_.bias == BiasKind::per_column ? bias + j : p_.bias == BiasKind::per_row ? bias + i : nullptr;
-            fns_[i + mr > p_.m][col_tail](a + i * plan_.layout.lda, bt + j * p_.ldb, c + i * p_.ldc + j, bias_tile);
-        }
+    auto tile = [&](int64_t i, int64_t j) {
+        const float* bias_tile =
+            p_.bias == BiasKind::per_column ? bias + j : p_.bias == BiasKind::per_row ? bias + i : nullptr;
+        fns_[i + mr > p_.m][j + nj > p_.n](a + i * plan_.layout.lda, bt + j * p_.ldb, c + i * p_.ldc + j, bias_tile);
+    };
+    if (plan_.rows_outer) {
+        for (int64_t i = m0; i < m1; i += mr)
+            for (int64_t j = n0; j < n1; j += nj) tile(i, j);
+    } else {
+        for (int64_t j = n0; j < n1; j += nj)
+            for (int64_t i = m0; i < m1; i += mr) tile(i, j);
     }
 }
 
