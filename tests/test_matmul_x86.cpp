@@ -1216,6 +1216,7 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
         batched.batch = 10;
         batched.stride_a = 140 * 1315; batched.stride_b = 13 * 1315; batched.stride_c = 140 * 13;
         CHECK(jitmm::plan::plan_x86_gemm_f32_dot(batched, cpu, avx512, 1).rows_outer);
+        CHECK(jitmm::plan::plan_x86_gemm_f32_dot(batched, cpu, avx512, 1).layout.a_prefetch_bytes > 0);
     }
     std::mt19937 rng(7373);
     const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};

@@ -112,6 +112,14 @@ private:
                 prefetcht0(ptr[rsi + j * L_.ldb * 4 + L_.b_prefetch_bytes + off]);
     }
 
+    // The lines `a_prefetch_bytes` along each A row past the ones this iteration reads (A streaming from memory).
+    void prefetch_a_rows(int64_t step_bytes) {
+        if (L_.a_prefetch_bytes <= 0) return;
+        for (int i = 0; i < rows_; ++i)
+            for (int64_t off = 0; off < step_bytes; off += 64)
+                prefetcht0(ptr[rdi + i * L_.lda * 4 + L_.a_prefetch_bytes + off]);
+    }
+
     // Whole K, or (partial) r8 iterations given by the caller, then (rest) what K has past them.
     void k_loop(bool partial, bool rest) {
         const int64_t full = L_.k / vlen_;
@@ -128,6 +136,7 @@ private:
             L(loop);
             for (int u = 0; u < L_.k_unroll; ++u) k_step(int64_t(u) * vlen_ * 4, false);
             prefetch_b_rows(step_bytes);
+            prefetch_a_rows(step_bytes);
             add(rdi, static_cast<uint32_t>(step_bytes));
             add(rsi, static_cast<uint32_t>(step_bytes));
             dec(r8);

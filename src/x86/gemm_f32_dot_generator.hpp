@@ -28,6 +28,7 @@ struct GemmF32DotLayout {
     Activation activation = Activation::none;
     int k_unroll = 2;                     // vectors of K per loop iteration
     int64_t b_prefetch_bytes = 0;         // > 0: each iteration prefetches every Bt row's lines this far ahead
+    int64_t a_prefetch_bytes = 0;         // > 0: each iteration prefetches every A row's lines this far ahead
 };
 
 // A K-split part (partial) takes a fifth argument, the count of k_unroll-vector iterations it runs from
