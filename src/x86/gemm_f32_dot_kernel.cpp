@@ -114,7 +114,7 @@ GemmF32DotKernel::ARows GemmF32DotKernel::a_rows(const float* a) const {
     const int64_t copies = p_.stride_a == 0 ? 1 : p_.batch;
     float* rows = transposed_a_scratch(static_cast<size_t>(copies * p_.m * ld));
     for (int64_t b = 0; b < copies; ++b)
-        transpose_a_to_rows(a + b * p_.stride_a, p_.lda, p_.m, p_.k, rows + b * p_.m * ld, ld);
+        transpose_a_to_rows(a + b * p_.stride_a, p_.lda, p_.m, p_.k, rows + b * p_.m * ld, ld, avx512());
     return ARows{rows, copies == 1 ? 0 : p_.m * ld};
 }
 
@@ -142,7 +142,7 @@ void GemmF32DotKernel::run(const RunArgs& args) const {
         const float* a_batch = a.a + batch * a.stride;
         if (copies_a_per_task()) {
             float* rows = transposed_a_scratch(static_cast<size_t>(p_.m * plan_.layout.lda));
-            transpose_a_to_rows(a_batch, p_.lda, p_.m, p_.k, rows, plan_.layout.lda);
+            transpose_a_to_rows(a_batch, p_.lda, p_.m, p_.k, rows, plan_.layout.lda, avx512());
             a_batch = rows;
         }
         run_chunk(a_batch, bt + batch * p_.stride_b, c + batch * p_.stride_c, bias, m0, m1, n0, n1);

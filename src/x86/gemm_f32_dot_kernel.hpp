@@ -33,6 +33,7 @@ private:
         int64_t stride;  // between batches
     };
     bool copies_a_per_task() const;  // else once per call, in a_rows
+    bool avx512() const { return plan_.layout.isa >= hw::X86Isa::avx512; }
     ARows a_rows(const float* a) const;
     void run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t m0, int64_t m1, int64_t n0,
                    int64_t n1) const;
