@@ -1369,6 +1369,17 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     CHECK(jitmm::plan::plan_x86_gemm_f32(batched, cpu, isa, 1).layout.b_prefetch_k == 0);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 11008, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k == 16);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+    // Batches whose A, B and C together pass L2 stream their own small Bs from memory too, where B is a quarter
+    // or more of each batch's bytes.
+    auto batches = [](int64_t m, int64_t n, int64_t k, int64_t count) {
+        jitmm::Problem q = plain_problem(m, n, k, false, false);
+        q.batch = count;
+        q.stride_a = m * k; q.stride_b = k * n; q.stride_c = m * n;
+        return q;
+    };
+    CHECK(jitmm::plan::plan_x86_gemm_f32(batches(100, 500, 64, 16), cpu, isa, 1).layout.b_prefetch_k > 0);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(batches(100, 500, 64, 2), cpu, isa, 1).layout.b_prefetch_k == 0);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(batches(328, 165, 34, 15), cpu, isa, 1).layout.b_prefetch_k == 0);
     // A tile as wide as N reads A once in place (no packing) where a narrower one would pack a large A,
     // and then takes K in one block while B's kc x N fits half of L2.
     for (const auto& shape : {plain_problem(3136, 64, 576, false, false), plain_problem(64, 64, 4096, false, false),

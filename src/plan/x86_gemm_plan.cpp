@@ -347,9 +347,18 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // 30x128x2000 x16 3320 / 2710 / 2620, 5x173x2233 x32 5800 / - / 3750; wide or aliasing rows: 16x11008x4096
     // - / 21700 / 39200, 1x11008x4096 - / 11600 / 15000, 16x4096x4096 - / 6890 / 7430, 8x2048x3000 - / 1830
     // / 1930.
+    // So does each batch's own B once the batches' A, B and C together exceed L2, although their Bs alone would
+    // fit: each call's batches evict the next call's (75x541x45 TN x19, 97 KB of B a batch, 5 MB in all: 647 ->
+    // 462 us; 100x500x64 x16 858 -> 650). Only where B is a quarter or more of a batch's bytes: the later row
+    // tiles read B from L2, where the prefetches only take load slots, which a small B does not repay (328x165x34
+    // x15, B 8% of a batch: 316 -> 359 us).
     const double b_own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
+    const double batch_bytes = 4.0 * (double(p.m) * double(p.k) + double(p.k) * double(p.n) + double(p.m) * double(p.n));
     const bool b_streams_from_memory =
-        !plan.pack_b && !b_rows_in_place && b_share_bytes * b_own_batches > double(l2);
+        !plan.pack_b && !b_rows_in_place &&
+        (b_share_bytes * b_own_batches > double(l2) ||
+         (b_own_batches > 1 && 4.0 * 4.0 * double(p.k) * double(p.n) >= batch_bytes &&
+          batch_bytes * b_own_batches > double(l2)));
     const bool b_far_rows_fit = double(kBRowPrefetchSteps) * double(p.ldb) * 4.0 <= double(l2) / 4 &&
                                 (p.ldb * 4) % 4096 != 0;
     if (b_streams_from_memory && std::getenv("JITMM_X86_PF") == nullptr)
