@@ -1369,6 +1369,9 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     CHECK(jitmm::plan::plan_x86_gemm_f32(batched, cpu, isa, 1).layout.b_prefetch_k == 0);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 11008, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k == 16);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 4096, 4096, false, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+    // A B in L2 read in place with rows off 64-byte lines (split loads) prefetches its rows 2 k steps ahead.
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 2155, 41, false, false), cpu, isa, 1).layout.b_prefetch_k == 2);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 512, 512, false, false), cpu, isa, 1).layout.b_prefetch_k == 0);
     // Batches whose A, B and C together pass L2 stream their own small Bs from memory too, where B is a quarter
     // or more of each batch's bytes.
     auto batches = [](int64_t m, int64_t n, int64_t k, int64_t count) {

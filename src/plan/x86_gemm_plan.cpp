@@ -152,6 +152,8 @@ constexpr double kPackBCyclesPerColumn = 0.5;
 // with B packed 615-621).
 constexpr double kMinInPlaceBPieceBytes = 2048;
 constexpr int64_t kMaxDirectBRowTiles = 4;
+// k steps ahead that a B read in place from L2 with rows off 64-byte lines has its rows prefetched.
+constexpr int kSplitBRowPrefetchSteps = 2;
 // Tiles of fewer rows than this are considered only over a few row tiles or one column panel (choose_tile).
 constexpr int kMinRowsForManyRowTiles = 6;
 // How many k steps ahead a transposed A read in place from memory is prefetched (set below).
@@ -361,8 +363,17 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
           batch_bytes * b_own_batches > double(l2)));
     const bool b_far_rows_fit = double(kBRowPrefetchSteps) * double(p.ldb) * 4.0 <= double(l2) / 4 &&
                                 (p.ldb * 4) % 4096 != 0;
-    if (b_streams_from_memory && std::getenv("JITMM_X86_PF") == nullptr)
-        L.b_prefetch_k = b_far_rows_fit ? kBRowPrefetchSteps : kBRowPrefetchSteps / 2;
+    // A B read in place from L2 by one row tile of one or two rows (the fewest FMAs per B vector), its rows off
+    // 64-byte lines: every B vector is a load split over two lines, and the rows two k steps on are prefetched (1 thread: 1x2155x41 4.66 -> 3.71 us, 1x783x276
+    // 10.5 -> 9.0, 2x3295x76 12.2 -> 11.2; rows on whole lines gained nothing, 1x512x512 7.0 -> 7.7). Not for a
+    // short K, whose few rows the prefetches run past (1x2265x3 TN 0.17 -> 0.34 us), nor for several row tiles
+    // reading B again (19x263x924 x34 with one B: 2140 -> 2190), nor for taller tiles (6x82x3822 24.4 -> 28.6).
+    const bool b_split_rows_from_l2 = !plan.pack_b && !b_rows_in_place && !b_streams_from_memory &&
+                                      m_tiles == 1 && L.mr <= 2 && (p.ldb * 4) % 64 != 0 && p.k >= 16;
+    if (std::getenv("JITMM_X86_PF") == nullptr) {
+        if (b_streams_from_memory) L.b_prefetch_k = b_far_rows_fit ? kBRowPrefetchSteps : kBRowPrefetchSteps / 2;
+        else if (b_split_rows_from_l2) L.b_prefetch_k = kSplitBRowPrefetchSteps;
+    }
     // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
     // whole of N (a few dozen concurrent streams the prefetchers follow) instead of hopping between rows.
     // The A row tile may fill 5/8 of L1 where B streams from L2, packed B included (its blocks are packed
