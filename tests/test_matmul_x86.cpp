@@ -1345,15 +1345,16 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     CHECK(big.layout.b_prefetch_k == 0);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(16, 64, 64, false, false), cpu, isa, 1).layout.b_prefetch_k == 0);
     // Two rows load B into registers (2 x 8; from memory each vector was loaded once per row); one row reads it
-    // from memory in its FMAs, 14 vectors wide.
+    // from memory in its FMAs, 14 vectors wide, or (a long GEMV) takes a taller tile's row tail.
     const auto two_rows = jitmm::plan::plan_x86_gemm_f32(plain_problem(2, 3295, 76, false, false), cpu, isa, 1);
     CHECK(two_rows.layout.mr == 2);
     CHECK(two_rows.layout.nv == 8);
     CHECK_FALSE(two_rows.layout.b_from_memory);
-    const auto one_row = jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1);
+    const auto one_row = jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 2155, 41, false, false), cpu, isa, 1);
     CHECK(one_row.layout.mr == 1);
     CHECK(one_row.layout.nv == 14);
     CHECK(one_row.layout.b_from_memory);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1).layout.mr == 4);
     // A K of a few steps prefetches the C tile before its K loop; a longer K hides C's misses behind its FMAs.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(31, 1237, 5, false, true), cpu, isa, 1).layout.c_prefetch);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(300, 700, 12, false, false), cpu, isa, 1).layout.c_prefetch);

@@ -181,9 +181,10 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
     auto consider = [&](TileShape t) {
         // Rows of A are addressed by 32-bit displacements: a huge lda limits the rows per tile.
         if (int64_t(t.mr) * lda_bytes_per_row >= (int64_t(1) << 31)) return;
-        // One row: the one-row tile of 14 vectors (its FMAs read B from memory, each vector once; 28 vectors
-        // measured slower on a long GEMV, 1x11008x4096 8.8 -> 10.5 ms).
-        if (p.m == 1 && !(t.mr == 1 && t.nv == 14)) return;
+        // One row: the one-row tile of 14 vectors (its FMAs read B from memory, each vector once) or a taller tile
+        // whose row tail loads B into registers (4 x 6 for a long GEMV, as before two-row tiles loaded B into
+        // registers: 1x4096x4096 3.6 ms, 4.1 on 1 x 14); not 2 x 8 nor 1 x 28 (1x11008x4096 8.8 -> 10.5 ms).
+        if (p.m == 1 && t.mr <= 2 && !(t.mr == 1 && t.nv == 14)) return;
         // A tile of few rows streams its B panel again for every few rows, which the cost below does not price
         // where B is larger than L2 (packed blocks, read from L2 by every row tile): only where it covers M in a
         // few row tiles or N in one panel (1 thread, x464x2935 NN, GFLOP/s, 4x96 / 12x32 / 8x48: M 57 99 / 113
