@@ -3074,3 +3074,41 @@ TEST_CASE("x86 lowp f16: dot products over B stored N x K (K tails, A stored K x
         }
     }
 }
+
+TEST_CASE("x86 lowp f16: transposed operands packed by gathers (B stored N x K at any K, A stored K x M)",
+          "[x86][lowp]") {
+    std::mt19937 rng(1507);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    // B stored N x K over short and long K (K blocks) and column tails; A stored K x M over whole and tail row
+    // tiles, one row (its last value read alone), blocks of several tiles, short K (once dense panels).
+    const Shape shapes[] = {{10, 365, 9, 1, false, true},  {8, 523, 25, 1, false, true},
+                            {37, 45, 1000, 1, false, true}, {123, 8, 12, 1, true, false},
+                            {1, 40, 33, 2, true, false},    {300, 20, 13, 3, true, false},
+                            {70, 33, 500, 1, true, false},  {9, 300, 8, 1, true, true},
+                            {33, 17, 65, 2, true, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_F16;
+            c.c = it % 3 == 1 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+            c.m = s.m;
+            c.n = s.n;
+            c.k = s.k;
+            c.batch = s.batch;
+            c.ta = s.ta;
+            c.tb = s.tb;
+            c.lda_pad = it % 2 ? 4 : 0;
+            c.ldb_pad = it % 3 ? 0 : 7;
+            c.beta = it % 4 == 3 ? 0.5f : 0.0f;
+            c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
+            check_case(e.e, c, rng);
+            ++it;
+        }
+    }
+}

@@ -816,7 +816,9 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // line of padding only spreads long rows over the L1 sets; a row tile of such rows is a few lines anyway).
     // An A stored with lda = K then packs as one run (pack_a_lowp), where padded rows cost a masked load and
     // store per row: 1 thread, median us, padded -> dense: bf16 2897x2x1 x52 470 -> 171, 342x27x1 1.25 -> 0.98.
-    if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64) plan.a_panel_ld = round_up(p.k, g);
+    // Not for an f16 A stored K x M: its gathers write whole 16-value rows (pack_a_lowp), and it is no one run.
+    const bool f16_gathered_a = p.a_type == JITMM_DTYPE_F16 && p.trans_a;
+    if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64 && !f16_gathered_a) plan.a_panel_ld = round_up(p.k, g);
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 

@@ -675,7 +675,10 @@ float* widen_block(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, 
 // k at a time: the dword that ends with element k (or, at k = 0, starts with it) holds it in its high (low)
 // half, so nothing is read before a row or past the next element. Short rows left widen_block a scalar tail per
 // row and pack_b_f32 a scalar transpose (no 8 x 8 blocks below K = 8): 6x464x3 NT bf16, 1 thread, spent 80%
-// of its 2.6 us there.
+// of its 2.6 us there. f16 at any K: widening the rows first and transposing the f32 block took a pass more than
+// the gathers with F16C's conversion (1 thread, median us, widened -> gathered: NT 10x365x9 2.87 -> 0.91,
+// 8x523x25 5.4 -> 2.9, 100x500x100 57 -> 52, 300x300x256 227 -> 216, 64x1000x200 160 -> 136; TT 9x3309x8 26.7
+// -> 8.3).
 constexpr int64_t kGatherMaxK = 8;
 
 __attribute__((target("avx512f"))) void pack_b_gathered(const uint16_t* src, int64_t ldb, int64_t k_len, int64_t width,
@@ -719,7 +722,7 @@ bool pack_b_widened(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ld
     if (trans_b) {
         if (groups != k_len) return false;
         static const bool avx512 = hw::cpu_info().avx512f;
-        if (avx512 && k_len < kGatherMaxK && nr % 16 == 0 && 15 * ldb * 2 < (int64_t(1) << 31)) {
+        if (avx512 && (k_len < kGatherMaxK || f16) && nr % 16 == 0 && 15 * ldb * 2 < (int64_t(1) << 31)) {
             pack_b_gathered(src + j0 * ldb + k0, ldb, k_len, width, nr, f16, static_cast<float*>(out));
             return true;
         }
@@ -814,6 +817,17 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
     if (step == LowpStep::fma_f32 && !trans_a && bw) {
         widen_rows_padded(static_cast<const uint16_t*>(a) + i0 * lda + k0, lda, static_cast<float*>(panel), panel_ld,
                           rows, k_len, k_padded, a_type == JITMM_DTYPE_F16);
+        return;
+    }
+    static const bool avx512 = hw::cpu_info().avx512f;
+    if (step == LowpStep::fma_f32 && trans_a && a_type == JITMM_DTYPE_F16 && avx512 && panel_ld % 16 == 0 &&
+        15 * lda * 2 < (int64_t(1) << 31)) {
+        // An f16 A stored K x M is a transposed B to the gathers (panel rows are its columns, K its width): each
+        // panel row's 16 k values by one gather down the stored rows, widened; the padding to panel_ld zeroed.
+        // 1 thread, median us, widened and transposed -> gathered: TN 4x15x3473 x40 1448 -> 660, 1404x20x13 x3
+        // 49 -> 37, 123x8x12 0.94 -> 0.85; TT 35x26x901 x49 1690 -> 1270, 21x3483x115 179 -> 134.
+        pack_b_gathered(static_cast<const uint16_t*>(a) + k0 * lda + i0, lda, rows, k_len, static_cast<int>(panel_ld),
+                        true, static_cast<float*>(panel));
         return;
     }
     if (step == LowpStep::fma_f32 && trans_a) {
