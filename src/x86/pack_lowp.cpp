@@ -604,6 +604,17 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     return true;
 }
 
+// Read once; asked only on the paths that use it (a function-local static's guard costs a little on every call of
+// the packers, which calls of a few rows make thousands of times).
+bool avx512_bw_vl() {
+    static const bool has = hw::cpu_info().avx512bw && hw::cpu_info().avx512vl;
+    return has;
+}
+bool avx512_gathers() {
+    static const bool has = hw::cpu_info().avx512f;
+    return has;
+}
+
 // f16 on AVX-512: sixteen at a time, the tail by one masked load and store. The eight-wide loop below left up to
 // seven values a run to the scalar tail: all of a transposed A of 4 rows (stored rows of 4 values) went through
 // it (4x15x3473 TN x40 f16, 1 thread: packing A was most of the call).
@@ -624,8 +635,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_f16_run_avx512(c
 // A contiguous run of bf16 or f16 widened to f32: eight at a time (a shift, or F16C's vcvtph2ps), then the
 // tail one by one (f16 by F16C too). Only reached for fma_f32, whose planner requires F16C for f16.
 __attribute__((target("avx2,f16c"))) void widen_run(const uint16_t* src, float* dst, int64_t n, bool f16) {
-    static const bool avx512 = hw::cpu_info().avx512bw && hw::cpu_info().avx512vl;
-    if (f16 && avx512) {
+    if (f16 && avx512_bw_vl()) {
         widen_f16_run_avx512(src, dst, n);
         return;
     }
@@ -832,18 +842,17 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
                           rows, k_len, k_padded, a_type == JITMM_DTYPE_F16);
         return;
     }
-    static const bool avx512 = hw::cpu_info().avx512f;
-    if (step == LowpStep::fma_f32 && trans_a && a_type == JITMM_DTYPE_F16 && avx512 && panel_ld % 16 == 0 &&
-        15 * lda * 2 < (int64_t(1) << 31)) {
-        // An f16 A stored K x M is a transposed B to the gathers (panel rows are its columns, K its width): each
-        // panel row's 16 k values by one gather down the stored rows, widened; the padding to panel_ld zeroed.
-        // 1 thread, median us, widened and transposed -> gathered: TN 4x15x3473 x40 1448 -> 660, 1404x20x13 x3
-        // 49 -> 37, 123x8x12 0.94 -> 0.85; TT 35x26x901 x49 1690 -> 1270, 21x3483x115 179 -> 134.
-        pack_b_gathered(static_cast<const uint16_t*>(a) + k0 * lda + i0, lda, rows, k_len, static_cast<int>(panel_ld),
-                        true, static_cast<float*>(panel));
-        return;
-    }
     if (step == LowpStep::fma_f32 && trans_a) {
+        if (a_type == JITMM_DTYPE_F16 && panel_ld % 16 == 0 && 15 * lda * 2 < (int64_t(1) << 31) &&
+            avx512_gathers()) {
+            // An f16 A stored K x M is a transposed B to the gathers (panel rows are its columns, K its width):
+            // each panel row's 16 k values by one gather down the stored rows, widened; the padding to panel_ld
+            // zeroed. 1 thread, median us, widened and transposed -> gathered: TN 4x15x3473 x40 1448 -> 660,
+            // 1404x20x13 x3 49 -> 37, 123x8x12 0.94 -> 0.85; TT 35x26x901 x49 1690 -> 1270, 21x3483x115 179 -> 134.
+            pack_b_gathered(static_cast<const uint16_t*>(a) + k0 * lda + i0, lda, rows, k_len,
+                            static_cast<int>(panel_ld), true, static_cast<float*>(panel));
+            return;
+        }
         // A stored K x M: the tile's values of each stored row widened, then transposed into the panel's rows.
         const float* block = widen_block(static_cast<const uint16_t*>(a) + k0 * lda + i0, lda, k_len, rows,
                                          a_type == JITMM_DTYPE_F16);
