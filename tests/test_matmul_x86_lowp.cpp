@@ -3023,6 +3023,11 @@ TEST_CASE("x86 lowp planner: f16 with B stored N x K takes dot products where th
     CHECK(plan(94, 2, 2631, false, true, X86Isa::amx).layout.dot_nt);    // few columns over a long K
     // Not where the f32 engine packs B (a short K over several rows), for B stored K x N, or at the avx2 tier.
     CHECK_FALSE(plan(10, 365, 9, false, true, X86Isa::amx).layout.dot_nt);
+    // A K under a vector: the packed path, except one row from 8 values.
+    CHECK_FALSE(plan(1, 3574, 2, false, true, X86Isa::amx).layout.dot_nt);
+    CHECK(plan(1, 500, 8, false, true, X86Isa::amx).layout.dot_nt);
+    CHECK_FALSE(plan(2, 500, 8, false, true, X86Isa::amx).layout.dot_nt);
+    CHECK(plan(2, 500, 16, false, true, X86Isa::amx).layout.dot_nt);
     CHECK_FALSE(plan(9, 449, 883, false, false, X86Isa::amx).layout.dot_nt);
     CHECK_FALSE(plan(9, 449, 883, false, true, X86Isa::avx2).layout.dot_nt);
 }

@@ -448,6 +448,9 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
     return plan;
 }
 
+constexpr int64_t kF16DotMinKOneRow = 8;
+constexpr int64_t kF16DotMinK = 16;
+
 // f16 with B stored N x K: the dot products (widening B's rows as they stream, LowpLayout::dot_nt) where the f32
 // engine runs its dot family on the same shape in f32 (plan::dot_family_serves: few rows, or few columns over a
 // long K, and K long enough for the lane reductions), instead of transposing all of B into f32 panels.
@@ -458,6 +461,10 @@ bool f16_dot_fits(const Problem& p, const LowpLayout& L) {
     if (L.step != LowpStep::fma_f32 || p.b_type != JITMM_DTYPE_F16 || L.isa < hw::X86Isa::avx512 || !p.trans_b ||
         p.ldb * dtype_size(p.b_type) * 15 >= (int64_t(1) << 31))
         return false;
+    // A K of under a vector leaves each dot product a masked load and a lane reduction, where the gathers pack B
+    // at a few values a row (1 thread, median us, dot -> packed: 1x3574x2 x2 6.3 -> 3.0, 1x2185x3 1.95 -> 1.2,
+    // 2x500x8 0.86 -> 0.67; kept: 1x500x8 0.50 against 0.62-0.73, 2x500x16 0.83 against 1.3).
+    if (p.k < (p.m == 1 ? kF16DotMinKOneRow : kF16DotMinK)) return false;
     Problem as_f32 = p;  // the f32 engine's own decision (it reads only the shape and layouts)
     as_f32.a_type = as_f32.b_type = as_f32.c_type = as_f32.bias_type = JITMM_DTYPE_F32;
     return dot_family_serves(as_f32, L.isa);
