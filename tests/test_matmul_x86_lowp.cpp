@@ -3020,7 +3020,11 @@ TEST_CASE("x86 lowp planner: f16 with B stored N x K takes dot products where th
     CHECK(decode.kc == 672);  // whole vectors of 16
     CHECK(decode.layout.a_row_bytes == (672 + 16) * 4);
     CHECK(plan(2, 164, 110, true, true, X86Isa::avx512).layout.dot_nt);  // TT
-    CHECK(plan(94, 2, 2631, false, true, X86Isa::amx).layout.dot_nt);    // few columns over a long K
+    const jitmm::plan::X86LowpPlan few_columns = plan(94, 2, 2631, false, true, X86Isa::amx);
+    CHECK(few_columns.layout.dot_nt);  // few columns over a long K: A's many rows read in place
+    CHECK(few_columns.layout.dot_a_in_place);
+    CHECK_FALSE(few_columns.pack_a);
+    CHECK_FALSE(decode.layout.dot_a_in_place);
     // Not where the f32 engine packs B (a short K over several rows), for B stored K x N, or at the avx2 tier.
     CHECK_FALSE(plan(10, 365, 9, false, true, X86Isa::amx).layout.dot_nt);
     // A K under a vector: the packed path, except one row from 8 values.
@@ -3044,7 +3048,8 @@ TEST_CASE("x86 lowp f16: dot products over B stored N x K (K tails, A stored K x
     const Shape shapes[] = {{1, 118, 48, 2, false, false}, {1, 269, 658, 1, false, false},
                             {2, 164, 110, 1, true, false}, {5, 10, 118, 1, true, false},
                             {9, 449, 883, 1, false, false}, {3, 37, 40, 3, false, true},
-                            {94, 2, 2631, 1, false, false}, {7, 33, 1000, 2, true, false}};
+                            {94, 2, 2631, 1, false, false}, {7, 33, 1000, 2, true, false},
+                            {40, 5, 301, 2, false, false}};
     for (const Tier& tier : runnable_tiers()) {
         INFO("tier " << tier.name);
         for (int threads : {1, 3}) {

@@ -127,6 +127,9 @@ struct LowpLayout {
     bool dot_nt = false;
     bool dot_row_comp = false;
     int64_t b_row_bytes = 0;     // dot_nt, b_in_place: bytes between B rows (baked)
+    // dot_nt over f16 with many rows (few columns over a long K), A stored M x K: A's rows are read where they lie,
+    // widened by vcvtph2ps like B's (a_row_bytes apart), instead of being packed into f32 rows per call.
+    bool dot_a_in_place = false;
     // fma_f32 over f16 at the AVX-512 tiers, B stored K x N: the kernel reads B where it lies, each 16-column
     // vector widened by vcvtph2ps from memory (masked at the column tail), instead of B being packed into f32
     // panels. For calls with few row tiles, where each B value serves one or two tiles and its packing (a

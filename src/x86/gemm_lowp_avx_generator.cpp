@@ -183,6 +183,7 @@ private:
         const bool f32 = L_.step == LowpStep::fma_f32;
         const int64_t k_per_vector = f32 ? 16 : 64;
         const int b_vector_bytes = f32 ? 32 : 64;
+        const int a_vector_bytes = L_.dot_a_in_place ? 32 : 64;
         auto dacc = [&](int i, int j) { return Xbyak::Zmm(i * nt + j); };
         auto arow = [&](int i) { return Xbyak::Zmm(rows * nt + i); };
         const int tbase = rows * nt + rows;
@@ -206,15 +207,22 @@ private:
         int t = 0;
         auto step = [&](int64_t u, bool masked) {
             for (int i = 0; i < rows; ++i) {
-                const auto a_src = ptr[rdi + i * L_.a_row_bytes + u * 64];
-                if (f32) vmovups(arow(i), a_src);
-                else vmovdqu8(arow(i), a_src);
+                const auto a_src = ptr[rdi + i * L_.a_row_bytes + u * a_vector_bytes];
+                if (L_.dot_a_in_place) {  // f16 rows as stored: the lanes past K masked like B's
+                    if (masked) vcvtph2ps(arow(i) | k3 | T_z, a_src);
+                    else vcvtph2ps(arow(i), a_src);
+                } else if (f32) {
+                    vmovups(arow(i), a_src);
+                } else {
+                    vmovdqu8(arow(i), a_src);
+                }
             }
             for (int j = 0; j < cols; ++j) {
                 const Xbyak::Zmm b = btmp(t++);
                 const auto b_src = ptr[rsi + j * L_.b_row_bytes + u * b_vector_bytes];
                 if (f32) {
-                    // The A rows' padding past K is zero, and so are the masked lanes of B: nothing past K counts.
+                    // The packed A rows' padding past K is zero, and so are the masked lanes of B (and of A in
+                    // place): nothing past K counts.
                     if (masked) vcvtph2ps(b | k3 | T_z, b_src);
                     else vcvtph2ps(b, b_src);
                     for (int i = 0; i < rows; ++i) vfmadd231ps(dacc(i, j), arow(i), b);
@@ -236,7 +244,7 @@ private:
             mov(r8, full / unroll);
             L(loop);
             for (int u = 0; u < unroll; ++u) step(u, false);
-            add(rdi, unroll * 64);
+            add(rdi, unroll * a_vector_bytes);
             add(rsi, unroll * b_vector_bytes);
             dec(r8);
             jnz(loop, T_NEAR);

@@ -613,10 +613,14 @@ void GemmLowpKernel::run_whole(const RunArgs& args) const {
 // of nr B rows, each tile's rows streaming once from memory and reused from L1 by the row tiles.
 void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
     const plan::LowpLayout& L = plan_.layout;
-    const int64_t ld = plan_.a_panel_ld * plan::step_elem_bytes(L.step);  // bytes
-    auto* a_packed = scratch<1>(static_cast<size_t>(p_.m * ld));
     LowpCallArgs call;
     call.scale = scale;
+    if (L.dot_a_in_place) {  // f16 rows read as stored
+        run_dot_tiles(ch, args, call, ch.a, p_.lda * dtype_size(p_.a_type));
+        return;
+    }
+    const int64_t ld = plan_.a_panel_ld * plan::step_elem_bytes(L.step);  // bytes
+    auto* a_packed = scratch<1>(static_cast<size_t>(p_.m * ld));
     if (L.step == LowpStep::fma_f32) {
         // f16 A widened to f32 rows, K zero padded to whole vectors (the packer transposes an A stored K x M).
         pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, 0, static_cast<int>(p_.m), 0, p_.k, plan_.kc,
