@@ -2933,3 +2933,192 @@ TEST_CASE("x86 lowp bf16: NaN in the rows' padding past K never reaches C", "[x8
         }
     }
 }
+
+TEST_CASE("x86 lowp planner: f16 with B stored K x N over few row tiles reads B in place", "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
+        const jitmm::Problem p = planner_problem(m, n, k, ta, tb, JITMM_DTYPE_F16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    // A B past L2 read across many column panels: 32-long K blocks, rows prefetched 32 k steps ahead.
+    const jitmm::plan::X86LowpPlan decode = plan(1, 531, 2139, false, false, X86Isa::amx);
+    CHECK(decode.layout.b_in_place);
+    CHECK(decode.layout.b_row_bytes == 531 * 2);
+    CHECK(decode.kc == 32);
+    CHECK(decode.layout.b_prefetch_k == 32);
+    // One column panel of dense rows, or a B within L2: long K blocks, nothing prefetched.
+    const jitmm::plan::X86LowpPlan dense = plan(3, 54, 3639, false, false, X86Isa::amx);
+    CHECK(dense.layout.b_in_place);
+    CHECK(dense.kc > 32);
+    CHECK(dense.layout.b_prefetch_k == 0);
+    CHECK(plan(4, 15, 3473, true, false, X86Isa::avx512_fp16).layout.b_in_place);  // TN
+    CHECK(plan(27, 1046, 241, false, false, X86Isa::avx512).layout.b_in_place);
+    // Not for many row tiles (packing pays), a transposed B, bf16, or the avx2 tier (no masked widening loads).
+    CHECK_FALSE(plan(1024, 1024, 1024, false, false, X86Isa::amx).layout.b_in_place);
+    CHECK_FALSE(plan(9, 449, 883, false, true, X86Isa::amx).layout.b_in_place);
+    CHECK_FALSE(plan(27, 1046, 241, false, false, X86Isa::avx2).layout.b_in_place);
+    const jitmm::Problem bf16 = planner_problem(27, 1046, 241, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+    CHECK_FALSE(jitmm::plan::plan_x86_lowp(bf16, cpu, X86Isa::avx512, 1).layout.b_in_place);
+}
+
+TEST_CASE("x86 lowp f16: B read in place (column tails, K blocks, streamed rows) over layouts, pads, batches, tiers",
+          "[x86][lowp]") {
+    std::mt19937 rng(1505);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, share_b;
+    };
+    // Few row tiles over: a column tail, one dense panel, several K blocks of a B within L2, a B past L2 (short
+    // K blocks, prefetched rows: 1x1100x1000 2.2 MB; 2x300x700 x6 2.5 MB over batches), A stored K x M.
+    const Shape shapes[] = {{1, 531, 300, 1, false, false}, {3, 54, 700, 1, false, false},
+                            {27, 100, 241, 2, false, true}, {13, 16, 1169, 1, true, false},
+                            {84, 70, 65, 1, false, false},  {1, 1100, 1000, 1, false, false},
+                            {2, 300, 700, 6, true, false},  {4, 15, 347, 3, true, false}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                if (threads > 1 && it % 2 == 1) {
+                    ++it;
+                    continue;
+                }
+                Case c;
+                c.a = c.b = JITMM_DTYPE_F16;
+                c.c = it % 3 == 1 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.batch = s.batch;
+                c.share_b = s.share_b;
+                c.ta = s.ta;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 ? 5 : 0;  // rows off whole vectors and lines
+                c.ldc_pad = it % 4 == 1 ? 2 : 0;
+                c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                c.bias_type = JITMM_DTYPE_F32;
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp planner: f16 with B stored N x K takes dot products where the f32 engine's dot family would",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
+        const jitmm::Problem p = planner_problem(m, n, k, ta, tb, JITMM_DTYPE_F16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    const jitmm::plan::X86LowpPlan decode = plan(1, 269, 658, false, true, X86Isa::amx);
+    CHECK(decode.layout.dot_nt);
+    CHECK(decode.layout.step == jitmm::plan::LowpStep::fma_f32);
+    CHECK(decode.kc == 672);  // whole vectors of 16
+    CHECK(decode.layout.a_row_bytes == (672 + 16) * 4);
+    CHECK(plan(2, 164, 110, true, true, X86Isa::avx512).layout.dot_nt);  // TT
+    const jitmm::plan::X86LowpPlan few_columns = plan(94, 2, 2631, false, true, X86Isa::amx);
+    CHECK(few_columns.layout.dot_nt);  // few columns over a long K: A's many rows read in place
+    CHECK(few_columns.layout.dot_a_in_place);
+    CHECK_FALSE(few_columns.pack_a);
+    CHECK_FALSE(decode.layout.dot_a_in_place);
+    // Not where the f32 engine packs B (a short K over several rows), for B stored K x N, or at the avx2 tier.
+    CHECK_FALSE(plan(10, 365, 9, false, true, X86Isa::amx).layout.dot_nt);
+    // A K under a vector: the packed path, except one row from 8 values.
+    CHECK_FALSE(plan(1, 3574, 2, false, true, X86Isa::amx).layout.dot_nt);
+    CHECK(plan(1, 500, 8, false, true, X86Isa::amx).layout.dot_nt);
+    CHECK_FALSE(plan(2, 500, 8, false, true, X86Isa::amx).layout.dot_nt);
+    CHECK(plan(2, 500, 16, false, true, X86Isa::amx).layout.dot_nt);
+    CHECK_FALSE(plan(9, 449, 883, false, false, X86Isa::amx).layout.dot_nt);
+    CHECK_FALSE(plan(9, 449, 883, false, true, X86Isa::avx2).layout.dot_nt);
+}
+
+TEST_CASE("x86 lowp f16: dot products over B stored N x K (K tails, A stored K x M, pads, batches, tiers, threads)",
+          "[x86][lowp]") {
+    std::mt19937 rng(1506);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, share_b;
+    };
+    // Decode rows (1, 2-3 and 4-row tiles, row tails), a K under one vector and K tails, few columns over a long
+    // K with many rows, batches.
+    const Shape shapes[] = {{1, 118, 48, 2, false, false}, {1, 269, 658, 1, false, false},
+                            {2, 164, 110, 1, true, false}, {5, 10, 118, 1, true, false},
+                            {9, 449, 883, 1, false, false}, {3, 37, 40, 3, false, true},
+                            {94, 2, 2631, 1, false, false}, {7, 33, 1000, 2, true, false},
+                            {40, 5, 301, 2, false, false}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                if (threads > 1 && it % 2 == 0) {
+                    ++it;
+                    continue;
+                }
+                Case c;
+                c.a = c.b = JITMM_DTYPE_F16;
+                c.c = it % 3 == 2 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.batch = s.batch;
+                c.share_b = s.share_b;
+                c.ta = s.ta;
+                c.tb = true;
+                c.lda_pad = it % 2 ? 0 : 5;
+                c.ldb_pad = it % 3 ? 3 : 0;
+                c.ldc_pad = it % 4 == 3 ? 1 : 0;
+                c.alpha = it % 4 == 1 ? -0.5f : 1.0f;
+                c.beta = it % 3 == 1 ? 1.0f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_SILU : JITMM_EPILOGUE_RELU;
+                c.bias_layout = it % 4 < 2 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                c.bias_type = c.c;
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp f16: transposed operands packed by gathers (B stored N x K at any K, A stored K x M)",
+          "[x86][lowp]") {
+    std::mt19937 rng(1507);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    // B stored N x K over short and long K (K blocks) and column tails; A stored K x M over whole and tail row
+    // tiles, one row (its last value read alone), blocks of several tiles, short K (once dense panels).
+    const Shape shapes[] = {{10, 365, 9, 1, false, true},  {8, 523, 25, 1, false, true},
+                            {37, 45, 1000, 1, false, true}, {123, 8, 12, 1, true, false},
+                            {1, 40, 33, 2, true, false},    {300, 20, 13, 3, true, false},
+                            {70, 33, 500, 1, true, false},  {9, 300, 8, 1, true, true},
+                            {33, 17, 65, 2, true, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_F16;
+            c.c = it % 3 == 1 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+            c.m = s.m;
+            c.n = s.n;
+            c.k = s.k;
+            c.batch = s.batch;
+            c.ta = s.ta;
+            c.tb = s.tb;
+            c.lda_pad = it % 2 ? 4 : 0;
+            c.ldb_pad = it % 3 ? 0 : 7;
+            c.beta = it % 4 == 3 ? 0.5f : 0.0f;
+            c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
+            check_case(e.e, c, rng);
+            ++it;
+        }
+    }
+}

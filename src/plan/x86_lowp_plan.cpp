@@ -1,6 +1,7 @@
 #include "plan/x86_lowp_plan.hpp"
 
 #include "core/dtype.hpp"
+#include "plan/x86_dot_plan.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -205,6 +206,30 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
 }
 
 // The packed element type equals A's own: the kernel can read A where it lies.
+// f16 with B stored K x N over at most this many row tiles reads B in place (LowpLayout::b_in_place): each B
+// value then serves that many tiles, and widening it in every tile's loads costs less than packing it (a
+// store and a reload of 4 bytes per 2-byte value). 1 thread, median us, packed -> in place (f32 in place):
+// 14x1046x241 81 -> 37 (36), 14x2000x1000 1040 -> 390 (590), 28x512x512 112 -> 78 (68), 56x1046x241 187 ->
+// 147 (148), 84x1046x241 241 -> 223 (225), 84x2000x1000 2370 -> 2150 (2300); past it packing wins: 126x512x512
+// 336 -> 345 (324), 252x1046x241 609 -> 684 (597), 1024^3 10100 -> 18000 (10050).
+constexpr int64_t kF16BInPlaceMaxRowTiles = 6;
+// Such a B streamed from memory: K blocks of this many rows, rows prefetched this many k steps ahead (see the
+// planner).
+constexpr int64_t kF16BStreamedKBlock = 32;
+constexpr int kF16BRowPrefetchSteps = 32;
+
+bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
+    if (const char* forced = std::getenv("JITMM_X86_LOWP_F16_B_IN_PLACE")) {  // 0/1: measurements
+        if (forced[0] == '0') return false;
+    }
+    const bool possible = L.step == LowpStep::fma_f32 && p.b_type == JITMM_DTYPE_F16 && !p.trans_b &&
+                          L.isa >= hw::X86Isa::avx512 &&
+                          int64_t(L.k_unroll + 1) * p.ldb * dtype_size(p.b_type) < (int64_t(1) << 31);
+    if (!possible) return false;
+    const char* forced = std::getenv("JITMM_X86_LOWP_F16_B_IN_PLACE");
+    return (forced != nullptr && forced[0] == '1') || ceil_div(p.m, int64_t(L.mr)) <= kF16BInPlaceMaxRowTiles;
+}
+
 bool a_readable_in_place(const Problem& p, LowpStep step) {
     switch (step) {
         case LowpStep::amx_int8: case LowpStep::amx_bf16: case LowpStep::dot_bf16: return true;
@@ -400,24 +425,58 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
         }
     }
     L.k_unroll = 2;
-    plan.kc = round_up(p.k, 64);
+    // K in whole 64-byte vectors of packed A: 64 int8 values, or 16 f32 values (fma_f32: f16 A widened).
+    const int esz = step_elem_bytes(L.step);
+    plan.kc = round_up(p.k, 64 / esz);
     plan.nc = round_up(p.n, L.nv);
     plan.mc = round_up(p.m, L.mr);
     plan.pack_a = true;
-    plan.a_panel_ld = plan.kc + 64;  // bytes: rows a line apart past the padding
-    L.a_row_bytes = plan.a_panel_ld;
+    plan.a_panel_ld = plan.kc + 64 / esz;  // rows a line apart past the padding
+    L.a_row_bytes = plan.a_panel_ld * esz;
+    // f16 over many rows (the few-columns case): A's rows in place, each read once per column tile, where packing
+    // them wrote and read back twice A's bytes (1 thread, median us, packed -> in place (f32): NT 94x2x2631
+    // 28.8 -> 11.0 (12.9), 33x2x3487 x13 346 -> 251 (404), 23x7x1892 x7 53 -> 39 (34), 200x8x1000 38 -> 29 (17)).
+    if (L.step == LowpStep::fma_f32 && !p.trans_a && p.m > kDotMaxRows &&
+        int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31)) {
+        L.dot_a_in_place = true;
+        plan.pack_a = false;
+        L.a_row_bytes = p.lda * dtype_size(p.a_type);
+    }
     L.acc_ld = 0;
     plan.layout = L;
     int threads = std::max(1, num_threads);
     // Memory-bound: a thread per kStreamedBBytesPerThread of weights (each streams its own rows of B), as the
     // swapped path.
     threads = static_cast<int>(std::min<double>(
-        threads, std::max(1.0, double(p.n) * double(p.k) * double(p.batch) / kStreamedBBytesPerThread)));
+        threads, std::max(1.0, double(p.n) * double(p.k) * double(dtype_size(p.b_type)) * double(p.batch) /
+                                   kStreamedBBytesPerThread)));
     plan.threads = threads;
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
     plan.n_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(L.nv)), per_batch));
     plan.m_chunks = 1;
     return plan;
+}
+
+constexpr int64_t kF16DotMinKOneRow = 8;
+constexpr int64_t kF16DotMinK = 16;
+
+// f16 with B stored N x K: the dot products (widening B's rows as they stream, LowpLayout::dot_nt) where the f32
+// engine runs its dot family on the same shape in f32 (plan::dot_family_serves: few rows, or few columns over a
+// long K, and K long enough for the lane reductions), instead of transposing all of B into f32 panels.
+// JITMM_X86_LOWP_DOT=0 turns it off as for int8.
+bool f16_dot_fits(const Problem& p, const LowpLayout& L) {
+    const char* env = std::getenv("JITMM_X86_LOWP_DOT");
+    if (env != nullptr && env[0] == '0') return false;
+    if (L.step != LowpStep::fma_f32 || p.b_type != JITMM_DTYPE_F16 || L.isa < hw::X86Isa::avx512 || !p.trans_b ||
+        p.ldb * dtype_size(p.b_type) * 15 >= (int64_t(1) << 31))
+        return false;
+    // A K of under a vector leaves each dot product a masked load and a lane reduction, where the gathers pack B
+    // at a few values a row (1 thread, median us, dot -> packed: 1x3574x2 x2 6.3 -> 3.0, 1x2185x3 1.95 -> 1.2,
+    // 2x500x8 0.86 -> 0.67; kept: 1x500x8 0.50 against 0.62-0.73, 2x500x16 0.83 against 1.3).
+    if (p.k < (p.m == 1 ? kF16DotMinKOneRow : kF16DotMinK)) return false;
+    Problem as_f32 = p;  // the f32 engine's own decision (it reads only the shape and layouts)
+    as_f32.a_type = as_f32.b_type = as_f32.c_type = as_f32.bias_type = JITMM_DTYPE_F32;
+    return dot_family_serves(as_f32, L.isa);
 }
 
 // The most lines of one A tile (rows of `row_lines` cache lines each, `stride_lines` apart) that share an L1
@@ -534,7 +593,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.compensate = shifted || p.a_zero_point != 0;
     if (swap)
         return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
-    if (dot_fits(p, L.step, L.isa)) return plan_dot(p, L, num_threads);
+    if (dot_fits(p, L.step, L.isa) || f16_dot_fits(p, L)) return plan_dot(p, L, num_threads);
 
     const int g = step_group(L.step);
     const int esz = step_elem_bytes(L.step);
@@ -640,6 +699,28 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         L.k_unroll = 4;
         kc_unit = int64_t(g) * L.k_unroll;
         kc_limit = std::max<int64_t>(kc_unit, l1 / 2 / (int64_t(L.mr) * esz));
+        if (f16_b_in_place_fits(p, L)) {
+            L.b_in_place = true;
+            L.b_row_bytes = p.ldb * dtype_size(p.b_type);
+            // Only A's panel stays in L1, and it has at most M rows.
+            kc_limit = std::max<int64_t>(kc_unit, l1 / 2 / (std::min<int64_t>(L.mr, p.m) * esz));
+            // A B that streams from memory (past L2 over the batches that each read their own) is read across
+            // many column panels: short K blocks let each of its rows stream across all of N (a few dozen
+            // streams the prefetchers follow) instead of every call hopping down the rows, and the rows
+            // kF16BRowPrefetchSteps ahead are prefetched, as the f32 tiles do with a B in place. Rows of one
+            // column panel stored densely are read front to back anyway. 1 thread, median us, one K block ->
+            // 32-long with 32 ahead: 1x531x2139 NN 230 -> 100, 27x1046x241 x41 9000 -> 4160.
+            const bool one_dense_panel = p.n <= L.nr() && p.ldb <= 2 * int64_t(L.nr());
+            const double own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
+            const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * own_batches;
+            if (!one_dense_panel && b_bytes > double(l2)) {
+                kc_limit = kF16BStreamedKBlock;
+                const bool far_rows_fit = double(kF16BRowPrefetchSteps) * double(L.b_row_bytes) <= double(l2) / 4 &&
+                                          L.b_row_bytes % 4096 != 0;
+                L.b_prefetch_k = far_rows_fit ? kF16BRowPrefetchSteps : kF16BRowPrefetchSteps / 2;
+            }
+            if (const char* f = std::getenv("JITMM_X86_LOWP_B_PREFETCH")) L.b_prefetch_k = std::atoi(f);
+        }
         // VNNI decode with B stored K x N: B is packed per call, and packing 128-column strips of every row
         // touches a new page per row. 1 KB K blocks of 2048 columns read long runs of each row. Measured 1 thread
         // s8 vs oneDNN capped to VNNI: 1x4096x4096 0.82 -> 1.30x, 16x4096x4096 0.91 -> 1.11x, 16x11008x4096
@@ -751,7 +832,9 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // line of padding only spreads long rows over the L1 sets; a row tile of such rows is a few lines anyway).
     // An A stored with lda = K then packs as one run (pack_a_lowp), where padded rows cost a masked load and
     // store per row: 1 thread, median us, padded -> dense: bf16 2897x2x1 x52 470 -> 171, 342x27x1 1.25 -> 0.98.
-    if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64) plan.a_panel_ld = round_up(p.k, g);
+    // Not for an f16 A stored K x M: its gathers write whole 16-value rows (pack_a_lowp), and it is no one run.
+    const bool f16_gathered_a = p.a_type == JITMM_DTYPE_F16 && p.trans_a;
+    if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64 && !f16_gathered_a) plan.a_panel_ld = round_up(p.k, g);
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
@@ -769,10 +852,11 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
 
 std::string X86LowpPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s threads=%d split=%dx%d",
+    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
                   layout.dot_nt ? "dotNT" : layout.swap_ab ? "swapAB" : pack_a ? "packA" : "directA",
+                  layout.b_in_place ? " directB" : "",
                   layout.compensate || layout.dot_row_comp ? " comp" : "",
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "", threads, m_chunks, n_chunks);
     return buf;
@@ -791,7 +875,8 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
                    (L.amx_b_streamed ? 1 << 19 : 0) | (L.amx_c_streamed ? 1 << 20 : 0));
     w.i64('K', kc).i64('M', mc).i64('N', nc).i64('p', (pack_a ? 1 : 0) | (a_panel_ld << 1));
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
-    if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.b_row_bytes << 1));
+    if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));
+    if (L.b_in_place) w.i64('B', L.b_row_bytes).i64('F', L.b_prefetch_k);
 }
 
 }  // namespace jitmm::plan

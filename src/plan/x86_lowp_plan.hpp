@@ -126,7 +126,16 @@ struct LowpLayout {
     // (b + 128, the first vpdpbusd operand) and 128 * (row sum of A) is subtracted per row (dot_row_comp).
     bool dot_nt = false;
     bool dot_row_comp = false;
-    int64_t b_row_bytes = 0;     // dot_nt: bytes between B rows (baked)
+    int64_t b_row_bytes = 0;     // dot_nt, b_in_place: bytes between B rows (baked)
+    // dot_nt over f16 with many rows (few columns over a long K), A stored M x K: A's rows are read where they lie,
+    // widened by vcvtph2ps like B's (a_row_bytes apart), instead of being packed into f32 rows per call.
+    bool dot_a_in_place = false;
+    // fma_f32 over f16 at the AVX-512 tiers, B stored K x N: the kernel reads B where it lies, each 16-column
+    // vector widened by vcvtph2ps from memory (masked at the column tail), instead of B being packed into f32
+    // panels. For calls with few row tiles, where each B value serves one or two tiles and its packing (a
+    // store and a reload of 4 bytes for each 2-byte value) costs more than the products.
+    bool b_in_place = false;
+    int b_prefetch_k = 0;        // b_in_place: B's rows prefetched this many k steps ahead (0: none)
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
     int nr() const { return dot_nt ? nv : nv * (step_is_amx(step) ? 16 : vlen()); }

@@ -110,8 +110,24 @@ private:
         throw Xbyak::Error(Xbyak::ERR_INTERNAL);
     }
 
+    // B's k-th row in place (LowpLayout::b_in_place): f16 widened on the load, the column tail masked (k1 holds
+    // the epilogue's tail mask), so nothing past the row's last column is read.
+    void load_b_in_place(int u) {
+        // Rows more than 2 KB apart defeat the hardware's stride prefetcher: each k step asks for the lines of
+        // the row b_prefetch_k steps ahead.
+        if (L_.b_prefetch_k > 0)
+            for (int j = 0; j < nvec_; j += 2) prefetcht0(ptr[rsi + (u + L_.b_prefetch_k) * L_.b_row_bytes + j * vlen_ * 2]);
+        for (int j = 0; j < nvec_; ++j) {
+            const auto src = ptr[rsi + u * L_.b_row_bytes + j * vlen_ * 2];
+            if (is_tail_vector(j)) vcvtph2ps(bvec(j) | k1 | T_z, src);
+            else vcvtph2ps(bvec(j), src);
+        }
+    }
+
     void k_step(int u) {
-        for (int j = 0; j < nvec_; ++j) vmovups(bvec(j), ptr[rsi + u * b_group_bytes() + j * vector_bytes()]);
+        if (L_.b_in_place) load_b_in_place(u);
+        else
+            for (int j = 0; j < nvec_; ++j) vmovups(bvec(j), ptr[rsi + u * b_group_bytes() + j * vector_bytes()]);
         for (int i = 0; i < rows_; ++i) {
             const auto src = ptr[rdi + i * L_.a_row_bytes + u * 4];
             if (L_.step == LowpStep::fma_f32) vbroadcastss(bcast(), src);
@@ -129,7 +145,7 @@ private:
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
             add(rdi, unroll * 4);
-            add(rsi, static_cast<uint32_t>(unroll * b_group_bytes()));
+            add(rsi, static_cast<uint32_t>(unroll * (L_.b_in_place ? L_.b_row_bytes : b_group_bytes())));
             dec(r8);
             jnz(loop, T_NEAR);
         }
@@ -157,34 +173,63 @@ private:
         }
     }
 
-    // ---- dot_nt (VNNI decode, B stored N x K): C[i][j] = dot(A row i, B row j) along K -------------------
+    // ---- dot_nt (decode rows, B stored N x K): C[i][j] = dot(A row i, B row j) along K --------------------
     // Registers: acc(i, j) = zmm i * nv + j; the A rows next, then three B temporaries and the 0x80 bytes.
-    // rdi = packed A (rows layout.a_row_bytes apart, K zero padded to 64), rsi = B's first row of the tile.
+    // rdi = packed A (rows layout.a_row_bytes apart, K zero padded to whole vectors), rsi = B's first row of the
+    // tile. VNNI: 64 int8 k values a vector (u8 A x s8 B by vpdpbusd, s32 sums); fma_f32: 16 f32 k values of A
+    // against 16 f16 values of B widened by vcvtph2ps (f32 sums).
     void emit_dot(const LowpVariant& v) {
         const int rows = v.rows, cols = v.cols, nt = L_.nv;
+        const bool f32 = L_.step == LowpStep::fma_f32;
+        const int64_t k_per_vector = f32 ? 16 : 64;
+        const int b_vector_bytes = f32 ? 32 : 64;
+        const int a_vector_bytes = L_.dot_a_in_place ? 32 : 64;
         auto dacc = [&](int i, int j) { return Xbyak::Zmm(i * nt + j); };
         auto arow = [&](int i) { return Xbyak::Zmm(rows * nt + i); };
         const int tbase = rows * nt + rows;
         auto btmp = [&](int t) { return Xbyak::Zmm(tbase + t % 3); };
         const Xbyak::Zmm flip(tbase + 3);
-        const int64_t full = v.k_len / 64, tail = v.k_len % 64;
+        auto add_lanes = [&](const Xbyak::Zmm& d, const Xbyak::Zmm& x, const Xbyak::Zmm& y) {
+            if (f32) vaddps(d, x, y);
+            else vpaddd(d, x, y);
+        };
+        const int64_t full = v.k_len / k_per_vector, tail = v.k_len % k_per_vector;
         for (int i = 0; i < rows; ++i)
             for (int j = 0; j < nt; ++j) vpxord(dacc(i, j), dacc(i, j), dacc(i, j));
         if (L_.dot_row_comp) {
             mov(eax, 0x80808080u);
             vpbroadcastd(flip, eax);
         }
-        if (tail != 0) {
+        if (tail != 0) {  // one mask bit per k value of the last vector
             mov(rax, (uint64_t(1) << tail) - 1);
             kmovq(k3, rax);
         }
         int t = 0;
-        auto step = [&](int64_t off, bool masked) {
-            for (int i = 0; i < rows; ++i) vmovdqu8(arow(i), ptr[rdi + i * L_.a_row_bytes + off]);
+        auto step = [&](int64_t u, bool masked) {
+            for (int i = 0; i < rows; ++i) {
+                const auto a_src = ptr[rdi + i * L_.a_row_bytes + u * a_vector_bytes];
+                if (L_.dot_a_in_place) {  // f16 rows as stored: the lanes past K masked like B's
+                    if (masked) vcvtph2ps(arow(i) | k3 | T_z, a_src);
+                    else vcvtph2ps(arow(i), a_src);
+                } else if (f32) {
+                    vmovups(arow(i), a_src);
+                } else {
+                    vmovdqu8(arow(i), a_src);
+                }
+            }
             for (int j = 0; j < cols; ++j) {
                 const Xbyak::Zmm b = btmp(t++);
-                if (masked) vmovdqu8(b | k3 | T_z, ptr[rsi + j * L_.b_row_bytes + off]);
-                else vmovdqu8(b, ptr[rsi + j * L_.b_row_bytes + off]);
+                const auto b_src = ptr[rsi + j * L_.b_row_bytes + u * b_vector_bytes];
+                if (f32) {
+                    // The packed A rows' padding past K is zero, and so are the masked lanes of B (and of A in
+                    // place): nothing past K counts.
+                    if (masked) vcvtph2ps(b | k3 | T_z, b_src);
+                    else vcvtph2ps(b, b_src);
+                    for (int i = 0; i < rows; ++i) vfmadd231ps(dacc(i, j), arow(i), b);
+                    continue;
+                }
+                if (masked) vmovdqu8(b | k3 | T_z, b_src);
+                else vmovdqu8(b, b_src);
                 if (L_.dot_row_comp) {
                     vpxord(b, b, flip);  // s8 b -> u8 b + 128
                     for (int i = 0; i < rows; ++i) vpdpbusd(dacc(i, j), b, arow(i));
@@ -198,14 +243,14 @@ private:
             Xbyak::Label loop;
             mov(r8, full / unroll);
             L(loop);
-            for (int u = 0; u < unroll; ++u) step(u * 64, false);
-            add(rdi, unroll * 64);
-            add(rsi, unroll * 64);
+            for (int u = 0; u < unroll; ++u) step(u, false);
+            add(rdi, unroll * a_vector_bytes);
+            add(rsi, unroll * b_vector_bytes);
             dec(r8);
             jnz(loop, T_NEAR);
         }
-        for (int64_t u = 0; u < full % unroll; ++u) step(u * 64, false);
-        if (tail != 0) step((full % unroll) * 64, true);
+        for (int64_t u = 0; u < full % unroll; ++u) step(u, false);
+        if (tail != 0) step(full % unroll, true);
 
         // Per row: the nt accumulators reduced across lanes into lanes [0, nt) of acc(i, 0).
         const Xbyak::Zmm tmp(tbase);
@@ -223,7 +268,7 @@ private:
                         vpunpcklqdq(tmp, w[q], w[q + 1]);
                         vpunpckhqdq(w[q], w[q], w[q + 1]);
                     }
-                    vpaddd(w[q], w[q], tmp);
+                    add_lanes(w[q], w[q], tmp);
                     next.push_back(w[q]);
                 }
                 w = next;
@@ -235,7 +280,7 @@ private:
                     const Xbyak::Zmm x = w[q], y = q + 1 < w.size() ? w[q + 1] : w[q];
                     vshufi32x4(tmp, x, y, 0xdd);
                     vshufi32x4(x, x, y, 0x88);
-                    vpaddd(x, x, tmp);
+                    add_lanes(x, x, tmp);
                     next.push_back(x);
                 }
                 w = next;
@@ -285,6 +330,11 @@ LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<Low
     if (int64_t(layout.mr) * layout.a_row_bytes >= (int64_t(1) << 31) ||
         int64_t(layout.mr) * layout.acc_ld >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: row offsets exceed 32-bit displacements");
+    if (layout.b_in_place && (layout.step != LowpStep::fma_f32 || layout.isa < hw::X86Isa::avx512 ||
+                              layout.b_type != JITMM_DTYPE_F16 ||
+                              int64_t(layout.k_unroll + 1) * layout.b_row_bytes >= (int64_t(1) << 31)))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: B in place needs an f16 B, fma_f32, AVX-512 and "
+                                          "32-bit row offsets");
     const int nr = layout.nr();
     size_t capacity = 16384;
     for (const auto& v : variants) {

@@ -3,7 +3,8 @@
 //
 //   void ukernel(const void* a, const void* b, void* c, const LowpCallArgs* args);
 //
-//   for each k group:  b[j] = B panel row (nr dwords: nr columns x one k group)
+//   for each k group:  b[j] = B panel row (nr dwords: nr columns x one k group), or with LowpLayout::b_in_place
+//                             B's own f16 row widened by vcvtph2ps
 //                      for each row i: x = broadcast A[i][group]; acc[i][j] = step(acc[i][j], x, b[j])
 //   steps: vpdpbusd (u8 x s8, 4 per dword; ymm: the VEX form, AVX-VNNI), vpmaddwd + vpaddd (s16 pairs), vdpbf16ps (bf16 pairs),
 //          vfmadd231ps (f32)

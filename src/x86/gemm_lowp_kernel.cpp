@@ -383,8 +383,13 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // after packing it: packed block by block into one buffer, it stays in L2 instead of going through memory
     // as all of K x nc (16x4096x4096 bf16 at 1 thread: 16 MB written and read back per N block).
     const bool pack_b_per_k_block = ch.m1 - ch.m0 <= plan_.mc && k_blocks_ > 1;
-    uint8_t* b_full = scratch<0>(static_cast<size_t>((pack_b_per_k_block ? 1 : k_blocks_) * block_bytes));
+    // B read where it lies (LowpLayout::b_in_place): nothing packed, the kernels get B at (k0, jr).
+    const bool b_in_place = L.b_in_place;
+    const int64_t b_size = dtype_size(p_.b_type);
+    uint8_t* b_full = b_in_place ? nullptr
+                                 : scratch<0>(static_cast<size_t>((pack_b_per_k_block ? 1 : k_blocks_) * block_bytes));
     auto pack_b_block = [&](int64_t jc, int64_t n_cur, int64_t kb, int32_t* comp) {
+        if (b_in_place) return;
         const int64_t k0 = kb * plan_.kc;
         const int64_t k_len = std::min(plan_.kc, p_.k - k0);
         pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
@@ -494,8 +499,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         if (comp) call.comp = comp + (jr - jc);
                         if (strip) call.acc = strip + (ir - ic) * L.acc_ld + (jr - jc) * 4;
                         if (amx) tiles.use(configs_[s]);
-                        fns_[s](a_tile, b_block + ((jr - jc) / nr) * groups * nr * 4,
-                                ch.c + (ir * p_.ldc + jr) * c_size, &call);
+                        const uint8_t* b_tile = b_in_place ? ch.b + (k0 * p_.ldb + jr) * b_size
+                                                           : b_block + ((jr - jc) / nr) * groups * nr * 4;
+                        fns_[s](a_tile, b_tile, ch.c + (ir * p_.ldc + jr) * c_size, &call);
                     }
                 }
             }
@@ -523,7 +529,10 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
     const int64_t groups = panel_groups(L, p_.k);
     const int64_t panel_bytes = groups * nr * 4;
 
-    uint8_t* b_packed = scratch<0>(static_cast<size_t>(ceil_div(p_.n, nr) * panel_bytes));
+    // B read where it lies (LowpLayout::b_in_place): the kernels step through its rows, panel_bytes apart.
+    const bool b_in_place = L.b_in_place;
+    uint8_t* b_packed = b_in_place ? nullptr : scratch<0>(static_cast<size_t>(ceil_div(p_.n, nr) * panel_bytes));
+    const int64_t b_panel_bytes = b_in_place ? nr * b_size : panel_bytes;
     int32_t* comp = L.compensate ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(round_up(p_.n, nr) * 4)))
                                  : nullptr;
     uint8_t* a_panel = nullptr;
@@ -539,8 +548,9 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
         const auto* b = static_cast<const uint8_t*>(args.b) + bt * p_.stride_b * b_size;
         auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
         if (comp) std::memset(comp, 0, static_cast<size_t>(round_up(p_.n, nr) * 4));
-        pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
-                    b_packed, comp, pack_vbmi_);
+        if (!b_in_place)
+            pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
+                        b_packed, comp, pack_vbmi_);
         if (comp)  // complete at once (one K block)
             for (int64_t j = 0; j < p_.n; ++j) comp[j] *= comp_factor_;
 
@@ -565,7 +575,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
             if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
             if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
             // Pointers advance panel by panel (no division per call).
-            uint8_t* b_panel = b_packed;
+            const uint8_t* b_panel = b_in_place ? b : b_packed;
             uint8_t* c_tile = c + ir * p_.ldc * c_size;
             for (int64_t jr = 0, panels = 1; jr < p_.n; jr += panels * nr) {
                 const bool col_tail = jr + nr > p_.n;
@@ -578,7 +588,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                 if (comp) call.comp = comp + jr;
                 if (amx) tiles.use(configs_[s]);
                 fns_[s](a_tile, b_panel, c_tile, &call);
-                b_panel += panels * panel_bytes;
+                b_panel += panels * b_panel_bytes;
                 c_tile += panels * nr * c_size;
             }
         }
@@ -598,17 +608,26 @@ void GemmLowpKernel::run_whole(const RunArgs& args) const {
     whole_(args.a, args.b, args.c, b_panels);
 }
 
-// Dot products (VNNI decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to whole
-// 64-byte vectors) with 128 times its row sums (s8 A), then walks its columns in tiles of nr B rows, each
-// tile's rows streaming once from memory and reused from L1 by the row tiles.
+// Dot products (VNNI or f16 decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to
+// whole 64-byte vectors; f16 widened to f32) with 128 times its row sums (s8 A), then walks its columns in tiles
+// of nr B rows, each tile's rows streaming once from memory and reused from L1 by the row tiles.
 void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
     const plan::LowpLayout& L = plan_.layout;
-    const int mr = L.mr;
-    const int64_t nr = plan_.nr();
-    const int64_t b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
-    const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
-    const int64_t ld = plan_.a_panel_ld;
+    LowpCallArgs call;
+    call.scale = scale;
+    if (L.dot_a_in_place) {  // f16 rows read as stored
+        run_dot_tiles(ch, args, call, ch.a, p_.lda * dtype_size(p_.a_type));
+        return;
+    }
+    const int64_t ld = plan_.a_panel_ld * plan::step_elem_bytes(L.step);  // bytes
     auto* a_packed = scratch<1>(static_cast<size_t>(p_.m * ld));
+    if (L.step == LowpStep::fma_f32) {
+        // f16 A widened to f32 rows, K zero padded to whole vectors (the packer transposes an A stored K x M).
+        pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, 0, static_cast<int>(p_.m), 0, p_.k, plan_.kc,
+                    plan_.a_panel_ld, a_packed);
+        run_dot_tiles(ch, args, call, a_packed, ld);
+        return;
+    }
     auto* row_comp = reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(p_.m * 4)));
     const auto* a = reinterpret_cast<const int8_t*>(ch.a);
     if (p_.trans_a) {
@@ -629,8 +648,18 @@ void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float s
             row_comp[i] = 128 * sum;
         }
     }
-    LowpCallArgs call;
-    call.scale = scale;
+    call.comp = row_comp;
+    run_dot_tiles(ch, args, call, a_packed, ld);
+}
+
+// The chunk's column tiles of nr B rows, each streaming once from memory and reused from L1 by the row tiles.
+void GemmLowpKernel::run_dot_tiles(const Chunk& ch, const RunArgs& args, LowpCallArgs& call,
+                                   const uint8_t* a_packed, int64_t ld) const {
+    const int mr = plan_.layout.mr;
+    const int64_t nr = plan_.nr();
+    const int64_t b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
+    const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
+    const int32_t* row_comp = call.comp;
     for (int64_t jr = ch.n0; jr < ch.n1; jr += nr) {
         const bool col_tail = jr + nr > p_.n;
         if (p_.bias == BiasKind::per_column) call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
@@ -640,7 +669,7 @@ void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float s
             const bool row_tail = ir + mr > p_.m;
             if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
             if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
-            call.comp = row_comp + ir;
+            if (row_comp) call.comp = row_comp + ir;
             fns_[slot(row_tail, col_tail, kSingle)](a_packed + ir * ld, b_rows, ch.c + (ir * p_.ldc + jr) * c_size,
                                                     &call);
         }

@@ -67,6 +67,9 @@ private:
     const uint8_t* pack_swapped_a_shared(const RunArgs& args) const;
     // LowpLayout::dot_nt: B rows read in place, A packed (K padded to 64 bytes) with its row sums; chunk.n0/n1.
     void run_dot_chunk(const Chunk& chunk, const RunArgs& args, float scale) const;
+    // Its column tiles over A packed as rows `ld` bytes apart (call.comp: the row sums, or null).
+    void run_dot_tiles(const Chunk& chunk, const RunArgs& args, LowpCallArgs& call, const uint8_t* a_packed,
+                       int64_t ld) const;
     static int slot(bool row_tail, bool col_tail, Phase phase) {
         return ((row_tail ? 2 : 0) + (col_tail ? 1 : 0)) * kPhaseCount + phase;
     }

@@ -604,38 +604,83 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     return true;
 }
 
+// Read once; asked only on the paths that use it (a function-local static's guard costs a little on every call of
+// the packers, which calls of a few rows make thousands of times).
+bool avx512_bw_vl() {
+    static const bool has = hw::cpu_info().avx512bw && hw::cpu_info().avx512vl;
+    return has;
+}
+bool avx512_gathers() {
+    static const bool has = hw::cpu_info().avx512f;
+    return has;
+}
+
+// f16 on AVX-512: sixteen at a time, the tail by one masked load and store. The eight-wide loop below left up to
+// seven values a run to the scalar tail: all of a transposed A of 4 rows (stored rows of 4 values) went through
+// it (4x15x3473 TN x40 f16, 1 thread: packing A was most of the call).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_f16_run_avx512(const uint16_t* src, float* dst,
+                                                                                int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+        _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(0xffff, h));
+    }
+    if (i < n) {
+        const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+        const __m256i h = _mm256_maskz_loadu_epi16(mask, src + i);
+        _mm512_mask_storeu_ps(dst + i, mask, _mm512_maskz_cvtph_ps(0xffff, h));
+    }
+}
+
 // A contiguous run of bf16 or f16 widened to f32: eight at a time (a shift, or F16C's vcvtph2ps), then the
-// tail one by one. Only reached for fma_f32, whose planner requires F16C for f16.
+// tail one by one (f16 by F16C too). Only reached for fma_f32, whose planner requires F16C for f16.
 __attribute__((target("avx2,f16c"))) void widen_run(const uint16_t* src, float* dst, int64_t n, bool f16) {
+    if (f16 && avx512_bw_vl()) {
+        widen_f16_run_avx512(src, dst, n);
+        return;
+    }
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
         const __m256 f = f16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
         _mm256_storeu_ps(dst + i, f);
     }
-    for (; i < n; ++i) dst[i] = f16 ? f16_to_f32(src[i]) : bf16_to_f32(src[i]);
+    for (; i < n; ++i) dst[i] = f16 ? _cvtsh_ss(src[i]) : bf16_to_f32(src[i]);
 }
 
 // Rows of bf16 or f16 widened to f32 and zero padded to k_padded, sixteen at a time: the row's last part by one
 // masked load (nothing past the row is read), the padding by plain stores. Rows of a few values (K <= 8 runs
 // bf16 on these FMAs) cost a call, a scalar tail and a memset each through widen_run: 3072x12x5 bf16, 1 thread,
-// spent 60% of its time packing A that way.
+// spent 60% of its time packing A that way. The whole vectors of a row go unmasked, the masks of its last part
+// made once per call: a mask per vector took most of the loop (13x16x1169 f16, 1 thread: packing A half as
+// long as the products).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 widen16(__m256i h, bool f16) {
+    // (The maskz forms: GCC 12's plain ones start from an "undefined" vector it then warns about.)
+    return f16 ? _mm512_maskz_cvtph_ps(0xffff, h)
+               : _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16));
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_rows_padded(const uint16_t* src, int64_t src_stride,
                                                                              float* dst, int64_t dst_stride, int rows,
                                                                              int64_t k_len, int64_t k_padded,
                                                                              bool f16) {
+    const int64_t whole = k_len / 16 * 16;
+    const int64_t tail_in = k_len - whole, tail_out = std::min<int64_t>(k_padded - whole, 16);
+    const auto in_mask = static_cast<__mmask16>((1u << tail_in) - 1);
+    const auto out_mask = static_cast<__mmask16>((1u << std::max<int64_t>(tail_out, 0)) - 1);
     for (int r = 0; r < rows; ++r) {
         const uint16_t* s = src + r * src_stride;
         float* d = dst + r * dst_stride;
-        for (int64_t x = 0; x < k_padded; x += 16) {
-            const int64_t in = std::clamp<int64_t>(k_len - x, 0, 16), out = std::min<int64_t>(k_padded - x, 16);
-            const __m256i h = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << in) - 1), s + x);
-            // (The maskz forms: GCC 12's plain ones start from an "undefined" vector it then warns about.)
-            const __m512 v = f16 ? _mm512_maskz_cvtph_ps(0xffff, h)
-                                 : _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
-                                       0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16));
-            _mm512_mask_storeu_ps(d + x, static_cast<__mmask16>((1u << out) - 1), v);
+        int64_t x = 0;
+        for (; x < whole; x += 16)
+            _mm512_storeu_ps(d + x, widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + x)), f16));
+        if (x < k_padded) {
+            _mm512_mask_storeu_ps(d + x, out_mask, widen16(_mm256_maskz_loadu_epi16(in_mask, s + x), f16));
+            x += 16;
         }
+        for (; x < k_padded; x += 16)
+            _mm512_mask_storeu_ps(d + x, static_cast<__mmask16>((1u << std::min<int64_t>(k_padded - x, 16)) - 1),
+                                  _mm512_setzero_ps());
     }
 }
 
@@ -653,7 +698,10 @@ float* widen_block(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, 
 // k at a time: the dword that ends with element k (or, at k = 0, starts with it) holds it in its high (low)
 // half, so nothing is read before a row or past the next element. Short rows left widen_block a scalar tail per
 // row and pack_b_f32 a scalar transpose (no 8 x 8 blocks below K = 8): 6x464x3 NT bf16, 1 thread, spent 80%
-// of its 2.6 us there.
+// of its 2.6 us there. f16 at any K: widening the rows first and transposing the f32 block took a pass more than
+// the gathers with F16C's conversion (1 thread, median us, widened -> gathered: NT 10x365x9 2.87 -> 0.91,
+// 8x523x25 5.4 -> 2.9, 100x500x100 57 -> 52, 300x300x256 227 -> 216, 64x1000x200 160 -> 136; TT 9x3309x8 26.7
+// -> 8.3).
 constexpr int64_t kGatherMaxK = 8;
 
 __attribute__((target("avx512f"))) void pack_b_gathered(const uint16_t* src, int64_t ldb, int64_t k_len, int64_t width,
@@ -697,7 +745,7 @@ bool pack_b_widened(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ld
     if (trans_b) {
         if (groups != k_len) return false;
         static const bool avx512 = hw::cpu_info().avx512f;
-        if (avx512 && k_len < kGatherMaxK && nr % 16 == 0 && 15 * ldb * 2 < (int64_t(1) << 31)) {
+        if (avx512 && (k_len < kGatherMaxK || f16) && nr % 16 == 0 && 15 * ldb * 2 < (int64_t(1) << 31)) {
             pack_b_gathered(src + j0 * ldb + k0, ldb, k_len, width, nr, f16, static_cast<float*>(out));
             return true;
         }
@@ -795,6 +843,16 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
         return;
     }
     if (step == LowpStep::fma_f32 && trans_a) {
+        if (a_type == JITMM_DTYPE_F16 && panel_ld % 16 == 0 && 15 * lda * 2 < (int64_t(1) << 31) &&
+            avx512_gathers()) {
+            // An f16 A stored K x M is a transposed B to the gathers (panel rows are its columns, K its width):
+            // each panel row's 16 k values by one gather down the stored rows, widened; the padding to panel_ld
+            // zeroed. 1 thread, median us, widened and transposed -> gathered: TN 4x15x3473 x40 1448 -> 660,
+            // 1404x20x13 x3 49 -> 37, 123x8x12 0.94 -> 0.85; TT 35x26x901 x49 1690 -> 1270, 21x3483x115 179 -> 134.
+            pack_b_gathered(static_cast<const uint16_t*>(a) + k0 * lda + i0, lda, rows, k_len,
+                            static_cast<int>(panel_ld), true, static_cast<float*>(panel));
+            return;
+        }
         // A stored K x M: the tile's values of each stored row widened, then transposed into the panel's rows.
         const float* block = widen_block(static_cast<const uint16_t*>(a) + k0 * lda + i0, lda, k_len, rows,
                                          a_type == JITMM_DTYPE_F16);
