@@ -1190,6 +1190,9 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
         CHECK(jitmm::plan::dot_family_serves(nt(256, 15, 1024), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 12, 128), avx512));    // short K, over half a vector
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 7, 32), avx512));      // K of two vectors
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(2, 2998, 5), avx512));      // two rows, K under 8
+        CHECK(jitmm::plan::dot_family_serves(nt(1, 2998, 5), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nt(2, 2998, 8), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(1000, 16, 512), avx512));   // a full vector of columns
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(1000, 10, 1000), avx512));  // A of 4 MB, from memory
         CHECK(jitmm::plan::dot_family_serves(nt(300, 4, 128), avx2));

@@ -104,6 +104,12 @@ constexpr int64_t kDotOneVectorK = 16;
 constexpr int64_t kDotMinRowsPerRowK = 8;
 constexpr int64_t kDotKPerRow = 10;
 constexpr double kDotPerRowKMaxBBytes = 1024.0 * 1024;
+// Two rows or more over a K under 8 (AVX-512): a masked half vector and a lane reduction per dot product, where
+// the GEMM family packs B by its masked 16 x 4 transposes (1 thread NT, median us, dot -> GEMM: 2x2998x2 4.33 ->
+// 2.66, 2x2998x5 4.34 -> 3.84, 2x2998x7 4.33 -> 4.13, 2x300x4 0.49 -> 0.32, 2x500x3 x8 5.9 -> 3.7; K = 8 keeps
+// the dot products, 2x2998x8 4.4 against 5.7; one row keeps them, 1x2998x5 2.4 against 3.6).
+constexpr int64_t kDotMinRowsHalfVectorK = 2;
+constexpr int64_t kDotHalfVectorK = 8;
 
 bool dot_family_serves(const Problem& p, hw::X86Isa isa) {
     if (!dot_family_fits(p, isa)) return false;
@@ -114,7 +120,8 @@ bool dot_family_serves(const Problem& p, hw::X86Isa isa) {
     const double b_bytes = 4.0 * double(p.n) * double(p.k);
     const bool reductions_dominate =
         (p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK) ||
-        (p.m >= kDotMinRowsPerRowK && p.k < kDotKPerRow * p.m && b_bytes <= kDotPerRowKMaxBBytes);
+        (p.m >= kDotMinRowsPerRowK && p.k < kDotKPerRow * p.m && b_bytes <= kDotPerRowKMaxBBytes) ||
+        (isa >= hw::X86Isa::avx512 && p.m >= kDotMinRowsHalfVectorK && p.k < kDotHalfVectorK);
     return !reductions_dominate;
 }
 
