@@ -109,12 +109,24 @@ __attribute__((target("avx512f,avx512vl"))) void transpose_16x4(const float* src
 #pragma GCC diagnostic pop
 
 // The last k_len - k0 values (fewer than 8: K's tail past the 8 x 8 blocks, or all of a short K) of 16 stored
-// rows into 16 panel columns, 4 values at a time. Element by element the tail cost 16 scalar stores per k (2/3
-// of a short-K NT call, 7x3355x5: 18 us, 0.41x oneDNN); a gather per k still cost a quarter of 31x1237x5 NT.
+// rows into 16 panel columns, 4 values at a time, and a last one or two by a gather each. Element by element the
+// tail cost 16 scalar stores per k (2/3 of a short-K NT call, 7x3355x5: 18 us, 0.41x oneDNN); a gather for every
+// k was still a quarter of 31x1237x5 NT, but a transpose for the fifth value alone cost more than its gather
+// (1 thread, 7x99x5 NT x60 10.1 -> 9.2 us, 2x2998x5 TT 3.9 -> 3.6).
 __attribute__((target("avx512f,avx512vl"))) void transpose_tail_16(const float* src, int64_t ld, float* dst,
                                                                    int64_t k0, int64_t k_len, int64_t nr) {
-    for (int64_t k = k0; k < k_len; k += 4)
+    int64_t k = k0;
+    for (; k + 2 < k_len; k += 4)
         transpose_16x4(src, ld, dst, k, static_cast<int>(std::min<int64_t>(4, k_len - k)), nr);
+    if (k < k_len && 16 * ld < (int64_t(1) << 31)) {
+        // One or two values left: a gather each costs less than a transpose's 16 loads and 12 inserts.
+        const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                _mm512_set1_epi32(static_cast<int32_t>(ld)));
+        for (; k < k_len; ++k)
+            _mm512_storeu_ps(dst + k * nr, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, rows, src + k, 4));
+    } else if (k < k_len) {
+        transpose_16x4(src, ld, dst, k, static_cast<int>(k_len - k), nr);
+    }
 }
 
 // dst[0, n) = src[0, n): 8 floats per move, the rest one by one (rows of a panel are short: a call to
