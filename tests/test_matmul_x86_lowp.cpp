@@ -127,6 +127,7 @@ struct Case {
     bool share_b = false;
     int a_fill = 1000, b_fill = 1000;  // int8 constants for the saturation corners (1000: random)
     int64_t b_offset = 0;              // elements B starts past a 64-byte boundary
+    bool poison_pads = false;          // bf16/f16 A and B: NaN, +Inf and -Inf in the rows' padding past width
 };
 
 // The A, B and C types of a case from a row of a test's {a, b, c} type table.
@@ -188,6 +189,13 @@ void check_case(jitmm_engine* engine, const Case& c, std::mt19937& rng) {
     else fill_random(a, rng);
     if (c.b_fill != 1000) fill_constant_int8(b, c.b_fill);
     else fill_random(b, rng);
+    if (c.poison_pads && !is_int8(c.a)) {  // what a kernel reads past a row's width must never count
+        const uint16_t poison[3] = {0x7fc0, 0x7f80, 0xff80};  // bf16 NaN, +Inf, -Inf (f16: NaN, NaN, NaN)
+        for (size_t i = 0; i < a.size(); ++i)
+            if (int64_t(i) % lda >= a_cols) a.set_bits16(i, poison[i % 3]);
+        for (size_t i = c.b_offset; i < b.size(); ++i)
+            if (int64_t(i - c.b_offset) % ldb >= b_cols) b.set_bits16(i, poison[i % 3]);
+    }
     const bool bias_on = has_bias(c.epilogue);
     Buffer bias(c.bias_type, bias_on ? (c.bias_layout == JITMM_BIAS_PER_ROW ? c.m : c.n) : 1);
     fill_random(bias, rng);
@@ -3121,4 +3129,42 @@ TEST_CASE("x86 lowp f16: transposed operands packed by gathers (B stored N x K a
             ++it;
         }
     }
+}
+
+// bf16 AMX in the swapped order over a K that ends inside a 64-byte step: the whole steps read B's rows in place,
+// the last from a zero-padded copy (plan::amx_swapped_last_step_copied). The rows' padding past K holds NaN and
+// Inf (0 x Inf is a NaN), B's rows are aligned or not, K odd, one K block or several, batches, threads.
+TEST_CASE("x86 lowp AMX bf16 swapped: the last partial K step from a copy; NaN and Inf past K never count",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(4242);
+    EngineGuard one{make_engine("amx", 1)};
+    EngineGuard two{make_engine("amx", 2)};
+    struct Shape {
+        int64_t m, n, k, ldb_pad, b_offset, batch;
+    };
+    // K 15 and 33: no whole step before the copied one, or one; 100 and 1000 over aligned rows (ldb 128, 1024),
+    // 999 and 1000 over rows not 64-byte aligned (ldb 1000, B's base off a line); 2100 at 225 rows: two K blocks.
+    // (33x70x77 and 3x130x15 take the normal order: neighbours.)
+    const Shape shapes[] = {{16, 300, 1000, 24, 0, 1}, {8, 300, 100, 28, 0, 2},  {3, 700, 15, 17, 0, 3},
+                            {5, 600, 33, 31, 0, 1},    {33, 70, 77, 3, 0, 2},    {7, 200, 999, 1, 3, 1},
+                            {8, 4100, 4100, 60, 0, 1}, {40, 129, 1000, 24, 5, 2}, {3, 130, 15, 17, 0, 1},
+                            {225, 460, 2100, 12, 0, 1}};
+    for (const Shape& s : shapes)
+        for (jitmm_engine* e : {one.e, two.e}) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_BF16;
+            c.c = JITMM_DTYPE_F32;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.tb = true;
+            c.lda_pad = 5;
+            c.ldb_pad = s.ldb_pad;
+            c.ldc_pad = 3;
+            c.b_offset = s.b_offset;
+            c.poison_pads = true;
+            check_case(e, c, rng);
+        }
 }

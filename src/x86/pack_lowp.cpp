@@ -826,6 +826,17 @@ void pack_b_lowp(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     fail(JITMM_STATUS_INTERNAL_ERROR, "pack_b_lowp: unknown step");
 }
 
+// (AMX machines have AVX-512BW.) Two instructions a row: a memcpy and memset per row cost 0.9 us of a 2 us call
+// (1 thread, 8x300x100 NT bf16, 10 tiles of 32 rows).
+__attribute__((target("avx512f,avx512bw"))) void pack_amx_last_step(const void* src, int64_t ld_bytes, int rows,
+                                                                      int bytes, void* dst) {
+    const __mmask64 mask = bytes >= 64 ? ~__mmask64(0) : (__mmask64(1) << bytes) - 1;
+    const auto* from = static_cast<const uint8_t*>(src);
+    auto* to = static_cast<uint8_t*>(dst);
+    for (int r = 0; r < rows; ++r)
+        _mm512_storeu_si512(to + r * 64, _mm512_maskz_loadu_epi8(mask, from + r * ld_bytes));
+}
+
 void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, bool trans_a, int64_t i0, int rows,
                  int64_t k0, int64_t k_len, int64_t k_padded, int64_t panel_ld, void* panel) {
     static const bool bw = hw::cpu_info().avx512bw;
