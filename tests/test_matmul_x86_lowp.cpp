@@ -3168,3 +3168,84 @@ TEST_CASE("x86 lowp AMX bf16 swapped: the last partial K step from a copy; NaN a
             check_case(e, c, rng);
         }
 }
+
+TEST_CASE("x86 lowp planner: bf16 with B stored N x K over few rows takes vdpbf16ps dot products",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, int64_t ldb_pad, int64_t batch) {
+        jitmm::Problem p = planner_problem(m, n, k, ta, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+        p.ldb += ldb_pad;
+        p.batch = batch;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1);
+    };
+    using jitmm::plan::LowpStep;
+    const auto few = plan(3, 34, 840, false, 0, 16);
+    INFO(few.describe());
+    CHECK(few.layout.dot_nt);
+    CHECK(few.layout.step == LowpStep::dot_bf16);
+    CHECK(few.kc == 864);  // whole vectors of 32
+    CHECK(plan(1, 1000, 1000, false, 0, 1).layout.dot_nt);  // rows not whole lines: the swapped path copies them
+    CHECK(plan(3, 1000, 1000, false, 0, 1).layout.dot_nt);
+    CHECK(plan(1, 512, 1024, false, 0, 1).layout.dot_nt);   // whole lines, B within half of L2
+    CHECK(plan(5, 40, 700, true, 0, 6).layout.dot_nt);      // 4-8 rows over one or two panels of few columns
+    CHECK(plan(8, 8, 2048, false, 0, 8).layout.dot_nt);
+    // AMX: the swapped path over whole-line rows (a B past half of L2 at one row), more columns per row, K 256.
+    CHECK_FALSE(plan(1, 1024, 1024, false, 0, 1).layout.dot_nt);
+    CHECK_FALSE(plan(2, 512, 1024, false, 0, 1).layout.dot_nt);
+    CHECK_FALSE(plan(3, 64, 256, false, 0, 4).layout.dot_nt);
+    CHECK_FALSE(plan(8, 32, 1024, false, 0, 4).layout.dot_nt);
+    CHECK_FALSE(plan(6, 16, 256, false, 0, 16).layout.dot_nt);
+    CHECK_FALSE(plan(9, 16, 1024, false, 0, 1).layout.dot_nt);
+    CHECK_FALSE(plan(2, 500, 16, false, 0, 1).layout.dot_nt);  // K under a vector
+}
+
+// bf16 dot products (vdpbf16ps over B's rows in place, LowpLayout::dot_nt with dot_bf16): 1, 2-3 and 4-row
+// tiles with row tails, K tails (the lanes past K masked; NaN and Inf in the rows' padding), A stored K x M, B's
+// rows off lines and its base off a line, epilogues and bf16 C, batches, threads.
+TEST_CASE("x86 lowp bf16: dot products over B stored N x K (K tails; NaN past K; layouts; batches; threads)",
+          "[x86][lowp]") {
+    std::mt19937 rng(1507);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta;
+    };
+    const Shape shapes[] = {{3, 34, 840, 3, false}, {1, 300, 100, 1, false}, {2, 24, 257, 2, true},
+                            {5, 40, 700, 2, true},  {8, 8, 2048, 1, false},  {7, 17, 513, 2, false},
+                            {1, 1000, 33, 1, false}, {4, 16, 1024, 1, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        if (std::string(tier.name) != "avx512_bf16" && std::string(tier.name) != "amx") continue;
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = c.b = JITMM_DTYPE_BF16;
+                c.c = it % 3 == 1 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = true;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 ? 5 : 0;
+                c.ldc_pad = it % 4 == 1 ? 2 : 0;
+                c.b_offset = it % 4 == 3 ? 7 : 0;
+                c.poison_pads = true;
+                c.alpha = it % 5 == 2 ? 0.5f : 1.0f;
+                c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                if (std::string(tier.name) == "amx" && threads == 1) {
+                    jitmm_matmul_desc d;
+                    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+                    d.m = s.m; d.n = s.n; d.k = s.k; d.batch_count = s.batch;
+                    d.trans_a = s.ta; d.trans_b = true;
+                    d.a_type = d.b_type = JITMM_DTYPE_BF16; d.c_type = JITMM_DTYPE_F32;
+                    d.stride_a = s.m * s.k; d.stride_b = s.n * s.k; d.stride_c = s.m * s.n;
+                    CHECK(generator_of(e.e, d) == "x86_bf16_dot_avx512");
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}

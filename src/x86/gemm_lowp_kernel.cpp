@@ -608,7 +608,7 @@ void GemmLowpKernel::run_whole(const RunArgs& args) const {
     whole_(args.a, args.b, args.c, b_panels);
 }
 
-// Dot products (VNNI or f16 decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to
+// Dot products (VNNI, f16 or bf16 decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to
 // whole 64-byte vectors; f16 widened to f32) with 128 times its row sums (s8 A), then walks its columns in tiles
 // of nr B rows, each tile's rows streaming once from memory and reused from L1 by the row tiles.
 void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
@@ -621,8 +621,9 @@ void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float s
     }
     const int64_t ld = plan_.a_panel_ld * plan::step_elem_bytes(L.step);  // bytes
     auto* a_packed = scratch<1>(static_cast<size_t>(p_.m * ld));
-    if (L.step == LowpStep::fma_f32) {
-        // f16 A widened to f32 rows, K zero padded to whole vectors (the packer transposes an A stored K x M).
+    if (L.step == LowpStep::fma_f32 || L.step == LowpStep::dot_bf16) {
+        // f16 A widened to f32 rows, bf16 as stored, K zero padded to whole vectors (the packer transposes an A
+        // stored K x M).
         pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, 0, static_cast<int>(p_.m), 0, p_.k, plan_.kc,
                     plan_.a_panel_ld, a_packed);
         run_dot_tiles(ch, args, call, a_packed, ld);
