@@ -3249,3 +3249,37 @@ TEST_CASE("x86 lowp bf16: dot products over B stored N x K (K tails; NaN past K;
         }
     }
 }
+
+// A bf16 A stored K x M over a K of 1-8 for the converted FMAs (dense panel rows, panel_ld = K): 16 stored rows'
+// values widened a vector each and interleaved by permutes into the panel (pack_lowp widen_transposed_dense).
+// Row tails within a 16-row block and a 28-row tile, every K up to 8 (whole and partial output vectors), lda past
+// M, B stored either way, batches, every tier (the AMX tier runs these FMAs for K <= 4 and odd K <= 7).
+TEST_CASE("x86 lowp bf16: A stored K x M over a short K packed by permutes (K 1-8; row tails; tiers)", "[x86][lowp]") {
+    std::mt19937 rng(1508);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool tb;
+    };
+    const Shape shapes[] = {{1686, 4, 3, 2, true}, {45, 7, 1, 1, false}, {17, 33, 5, 1, false}, {100, 3, 7, 2, true},
+                            {29, 16, 8, 1, true},  {3, 20, 2, 1, false}, {60, 9, 6, 1, true},   {31, 5, 4, 3, false}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_BF16;
+            c.c = it % 3 == 2 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.ta = true;
+            c.tb = s.tb;
+            c.lda_pad = it % 2 ? 5 : 0;
+            c.ldb_pad = it % 3 ? 2 : 0;
+            c.ldc_pad = it % 4 == 1 ? 3 : 0;
+            c.poison_pads = true;
+            c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_RELU : JITMM_EPILOGUE_NONE;
+            check_case(e.e, c, rng);
+            ++it;
+        }
+    }
+}
