@@ -3197,6 +3197,10 @@ TEST_CASE("x86 lowp planner: bf16 with B stored N x K over few rows takes vdpbf1
     CHECK_FALSE(plan(6, 16, 256, false, 0, 16).layout.dot_nt);
     CHECK_FALSE(plan(9, 16, 1024, false, 0, 1).layout.dot_nt);
     CHECK_FALSE(plan(2, 500, 16, false, 0, 1).layout.dot_nt);  // K under a vector
+    // 2-3 rows over the swapped path's copied rows: a K of 128 or more (a short one is mostly reductions).
+    CHECK_FALSE(plan(3, 779, 35, false, 0, 1).layout.dot_nt);
+    CHECK(plan(1, 779, 35, false, 0, 1).layout.dot_nt);
+    CHECK(plan(3, 20, 70, false, 0, 8).layout.dot_nt);  // no swapped path: few columns
 }
 
 // bf16 dot products (vdpbf16ps over B's rows in place, LowpLayout::dot_nt with dot_bf16): 1, 2-3 and 4-row

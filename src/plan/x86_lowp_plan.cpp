@@ -487,7 +487,7 @@ bool f16_dot_fits(const Problem& p, const LowpLayout& L) {
 // few columns. So at the AMX tier: one row, unless the swapped path reads whole-line rows of a B past half of L2
 // (1 thread, median us, AMX / dot: 1x1024x1024 92 / 119, 1x256x1024 x8 277 / 307, 1x4096x4096 2011 / 2140,
 // 1x11008x4096 3750 / 4265; within it 1x512x1024 17 / 10, 1x64x2048 x4 29 / 9.2); 2-3 rows unless the swapped
-// path reads whole-line rows; 4-8 rows over one or two column panels of few columns (M times the columns per
+// path reads whole-line rows (or copies rows over a K under kBf16DotMinKSwapped); 4-8 rows over one or two column panels of few columns (M times the columns per
 // 32-column panel at most kBf16DotMaxRowPanelColumns) and a K of kBf16DotMinKManyRows or more (AMX's fixed
 // costs weigh less at K = 256). 1 thread, median us, AMX -> dot: 3x34x840 NT x16 80 -> 25, 1x34x840 x16 79 ->
 // 9.5, 2x16x512 x8 8.3 -> 2.6, 1x1000x1000 86 -> 32, 2x1000x1000 89 -> 42, 3x1000x1000 87 -> 55, 1x300x100
@@ -498,6 +498,7 @@ constexpr int64_t kBf16DotMaxRows = 8;
 constexpr int64_t kBf16DotMaxRowsAnyColumns = 3;
 constexpr int64_t kBf16DotMaxRowPanelColumns = 128;
 constexpr int64_t kBf16DotMinKManyRows = 512;
+constexpr int64_t kBf16DotMinKSwapped = 128;
 
 bool bf16_dot_fits(const Problem& p, const LowpLayout& L, int num_threads, int64_t l2) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
@@ -515,7 +516,11 @@ bool bf16_dot_fits(const Problem& p, const LowpLayout& L, int num_threads, int64
     const bool swapped_whole_lines = swap_fits(p, LowpStep::amx_bf16, num_threads, false);
     const double b_bytes = double(p.n) * double(p.ldb) * double(dtype_size(p.b_type)) * double(p.batch);
     if (p.m == 1) return !swapped_whole_lines || b_bytes <= double(l2) / 2;
-    if (p.m <= kBf16DotMaxRowsAnyColumns) return !swapped_whole_lines;
+    // 2-3 rows over the swapped path's copied rows, a short K: each dot product is mostly its reduction (1 thread,
+    // median us, AMX / dot: 3x779x35 3.4 / 3.8, 2x500x48 1.3 / 1.7, 3x300x40 x4 3.5 / 5.9; 2x800x100 even).
+    if (p.m <= kBf16DotMaxRowsAnyColumns)
+        return !swapped_whole_lines &&
+               (p.k >= kBf16DotMinKSwapped || !swap_fits(p, LowpStep::amx_bf16, num_threads, true));
     const int64_t panels = ceil_div(p.n, int64_t(32));
     return !swapped_whole_lines && panels <= 2 && p.k >= kBf16DotMinKManyRows &&
            p.m * ceil_div(p.n, panels) <= kBf16DotMaxRowPanelColumns;
