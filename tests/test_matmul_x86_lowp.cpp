@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -1075,6 +1076,61 @@ TEST_CASE("x86 lowp AMX: tails of 16 rows or columns share the full tile's confi
                 }
                 check_case(e.e, c, rng);
             }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp AMX: column tails of their own configuration run after the block's full panels, exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    // N = 32 x panels + a tail of 1, 4, 15 or 20 columns: every row tile of an M block runs its full panels, then
+    // every row tile its tail panel. A read in place (few panels, K tails copied at the end of A), packed and kept
+    // across N blocks, packed by M block (TN), packed once for the threads; batches of small calls; several K
+    // and M blocks (the strip), the vector epilogue, row tails, ld pads.
+    struct Shape {
+        int64_t m, n, k;
+        bool ta, tb;
+        int64_t batch;
+        const char *kc, *mc, *nc;  // forced blocks ("" keeps the plan's)
+        int threads;
+    };
+    const Shape shapes[] = {
+        {290, 33, 2, false, false, 1, "", "", "", 1},      {197, 47, 36, false, true, 1, "", "64", "", 1},
+        {131, 68, 21, false, false, 1, "", "", "", 1},      {70, 36, 57, false, false, 3, "", "", "", 1},
+        {100, 52, 282, false, true, 2, "128", "64", "", 1}, {161, 100, 130, false, false, 1, "64", "64", "64", 1},
+        {99, 116, 200, true, false, 1, "", "64", "64", 1},  {150, 260, 140, false, true, 1, "", "", "96", 2},
+        {64, 84, 64, true, true, 2, "", "", "", 1},         {100, 300, 200, false, false, 1, "64", "64", "96", 1},
+    };
+    std::mt19937 rng(3547);
+    int it = 0;
+    for (const Shape& sh : shapes) {
+        EngineGuard e{make_engine("amx", sh.threads)};
+        auto force = [](const char* name, const char* value) {
+            return *value != '\0' ? std::make_unique<EnvGuard>(name, value) : nullptr;
+        };
+        const auto kc = force("JITMM_X86_LOWP_KC", sh.kc), mc = force("JITMM_X86_LOWP_MC", sh.mc),
+                   nc = force("JITMM_X86_LOWP_NC", sh.nc);
+        for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8}) {
+            Case c;
+            c.a = t;
+            c.b = JITMM_DTYPE_S8;
+            c.m = sh.m;
+            c.n = sh.n;
+            c.k = sh.k;
+            c.ta = sh.ta;
+            c.tb = sh.tb;
+            c.batch = sh.batch;
+            c.lda_pad = it % 3 == 1 ? 5 : 0;
+            c.ldc_pad = it % 4 == 2 ? 3 : 0;
+            if (it++ % 5 == 3) {  // the last K block through the vector epilogue
+                c.c = JITMM_DTYPE_F32;
+                c.alpha = 0.01f;
+                c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+            }
+            check_case(e.e, c, rng);
         }
     }
 }

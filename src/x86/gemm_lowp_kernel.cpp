@@ -361,6 +361,16 @@ bool GemmLowpKernel::packs_a(const uint8_t* a) const {
     return reinterpret_cast<uintptr_t>(a) % 64 != 0 || (p_.lda * dtype_size(p_.a_type)) % 64 != 0;
 }
 
+// AMX: whether the column tail panels take another tile configuration than the full ones (a tail of other than
+// 16 columns; the configurations of one shape are shared stubs, so equal ones are one pointer).
+bool GemmLowpKernel::tail_config_differs() const {
+    const int64_t nr = plan_.nr();
+    if (!plan::step_is_amx(plan_.layout.step) || p_.n < nr || p_.n % nr == 0) return false;
+    const bool row_tail = p_.m < plan_.layout.mr;
+    const Phase phase = k_blocks_ == 1 ? kSingle : kFirst;
+    return configs_[slot(row_tail, true, phase)] != configs_[slot(row_tail, false, phase)];
+}
+
 // Loop order: N blocks (B packed for all of K, panel by panel, with its column sums), M blocks, K blocks, row
 // tiles (each A tile, packed or in place, stays in L1), then the B panels streaming from L2. With several K
 // blocks the partial sums of an M block wait in a strip sized to stay in L2.
@@ -423,6 +433,12 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                                int64_t(mr) * p_.lda * a_size <= kPrefetchRowTileBytes &&
                                p_.m * p_.lda * a_size >= kPrefetchMinABytes;
     auto runs_panels = [&](Phase phase) { return amx && (direct || (phase != kSingle && phase != kLast)); };
+    // A column tail of other than 16 columns has a tile configuration of its own: taken after each row tile's
+    // full panels, every row tile pays two ldtilecfg, which wait for the tile unit to drain (2418x33x2 s8, 1
+    // thread: half the call's time in them). Deferred, a block pays two in all, where the A tile is still there to
+    // read again (in place, or a packed panel that is kept).
+    const bool defer_tail = amx && ch.n1 == p_.n && tail_config_differs() &&
+                            (!pack_a || shared_a_panels || keep_a || pack_a_by_block);
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
@@ -448,45 +464,41 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                     pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, ic,
                                 static_cast<int>(std::min(m_end, p_.m) - ic), k0, k_len, groups * g,
                                 plan_.a_panel_ld, keep_a ? kept_panel(ic, kb) : a_panels);
-                for (int64_t ir = ic; ir < m_end; ir += mr) {
-                    const bool row_tail = ir + mr > p_.m;
-                    const uint8_t* a_tile;
+                // The A tile of row tile ir (packed here where A is packed tile by tile, unless `repeat`: its
+                // panel is still there) and its stride in call.a_stride.
+                auto a_tile_at = [&](int64_t ir, bool repeat) -> const uint8_t* {
                     if (shared_a_panels) {
-                        a_tile = shared_a_panels + ((ir / mr) * k_blocks_ + kb) * panel_bytes;
                         call.a_stride = plan_.a_panel_ld * esz;
-                    } else if (pack_a) {
+                        return shared_a_panels + ((ir / mr) * k_blocks_ + kb) * panel_bytes;
+                    }
+                    if (pack_a) {
                         uint8_t* a_panel = keep_a            ? kept_panel(ir, kb)
                                            : pack_a_by_block ? a_panels + ((ir - ic) / mr) * panel_bytes
                                                              : a_panels;
-                        if (!pack_a_by_block && (!keep_a || jc == ch.n0))
+                        if (!repeat && !pack_a_by_block && (!keep_a || jc == ch.n0))
                             pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, ir,
                                         static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), k0, k_len, groups * g,
                                         plan_.a_panel_ld, a_panel);
-                        a_tile = a_panel;
                         call.a_stride = plan_.a_panel_ld * esz;
-                    } else {
-                        a_tile = ch.a + (ir * p_.lda + k0) * a_size;
-                        call.a_stride = p_.lda * a_size;
-                        const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
-                        if (tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
-                            a_tile = copy_last_rows(a_tile, rows, k0, p_.lda);
+                        return a_panel;
                     }
+                    call.a_stride = p_.lda * a_size;
+                    const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
+                    if (tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
+                        return copy_last_rows(ch.a + (ir * p_.lda + k0) * a_size, rows, k0, p_.lda);
+                    return ch.a + (ir * p_.lda + k0) * a_size;
+                };
+                // Row tile ir's calls over the columns [j0, j1) of this N block.
+                auto run_row_tile = [&](int64_t ir, const uint8_t* a_tile, int64_t j0, int64_t j1) {
+                    const bool row_tail = ir + mr > p_.m;
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
                     if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
-                    // The next row tile's A rows, read from the caller's A next (packed or in place), prefetched
-                    // into L2 by this row tile's first K block's panel runs: their DRAM reads overlap the tile
-                    // products instead of stalling the packer or the first panel.
-                    call.prefetch = call.prefetch_end = nullptr;
-                    if (prefetch_rows && kb == 0 && ir + mr < ch.m1 && (!pack_a || !keep_a || jc == ch.n0)) {
-                        call.prefetch = ch.a + (ir + mr) * p_.lda * a_size;
-                        call.prefetch_end = ch.a + std::min(ch.m1, ir + 2 * mr) * p_.lda * a_size;
-                    }
-                    for (int64_t jr = jc, panels = 1; jr < jc + n_cur; jr += panels * nr) {
+                    for (int64_t jr = j0, panels = 1; jr < j1; jr += panels * nr) {
                         const bool col_tail = jr + nr > p_.n;
                         const int s = slot(row_tail, col_tail, phase);
                         // Full panels in one call where the variant runs several (no vector epilogue).
-                        panels = col_tail || !runs_panels(phase) ? 1 : (std::min(jc + n_cur, p_.n) - jr) / nr;
+                        panels = col_tail || !runs_panels(phase) ? 1 : (std::min(j1, p_.n) - jr) / nr;
                         call.panels = panels;
                         if (p_.bias == BiasKind::per_column)
                             call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
@@ -497,7 +509,26 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         fns_[s](a_tile, b_block + ((jr - jc) / nr) * groups * nr * 4,
                                 ch.c + (ir * p_.ldc + jr) * c_size, &call);
                     }
+                };
+                // A column tail whose tile configuration differs from the full panels' (deferred_tail) runs
+                // after the block's full panels, for every row tile, instead of after each row tile's.
+                const int64_t n_end = jc + n_cur;
+                const int64_t full_end = defer_tail && n_end == p_.n ? std::max(jc, p_.n / nr * nr) : n_end;
+                for (int64_t ir = ic; ir < m_end; ir += mr) {
+                    const uint8_t* a_tile = a_tile_at(ir, false);
+                    // The next row tile's A rows, read from the caller's A next (packed or in place), prefetched
+                    // into L2 by this row tile's first K block's panel runs: their DRAM reads overlap the tile
+                    // products instead of stalling the packer or the first panel.
+                    call.prefetch = call.prefetch_end = nullptr;
+                    if (prefetch_rows && kb == 0 && ir + mr < ch.m1 && (!pack_a || !keep_a || jc == ch.n0)) {
+                        call.prefetch = ch.a + (ir + mr) * p_.lda * a_size;
+                        call.prefetch_end = ch.a + std::min(ch.m1, ir + 2 * mr) * p_.lda * a_size;
+                    }
+                    run_row_tile(ir, a_tile, jc, full_end);
                 }
+                call.prefetch = call.prefetch_end = nullptr;
+                if (full_end < n_end)
+                    for (int64_t ir = ic; ir < m_end; ir += mr) run_row_tile(ir, a_tile_at(ir, true), full_end, n_end);
             }
         }
     }
@@ -529,6 +560,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
     uint8_t* a_panel = nullptr;
     const bool panel_runs = amx && amx_direct_store(L);  // full panels in one call (no vector epilogue)
     const int64_t full_panels = p_.n / nr;
+    const bool defer_tail = tail_config_differs();  // see run_chunk
 
     // One tile session for the batches: their calls share the configurations.
     TileSession tiles(release_);
@@ -546,31 +578,32 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
 
         const bool pack_a = packs_a(a);
         if (pack_a && a_panel == nullptr) a_panel = scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz));
-        for (int64_t ir = 0; ir < p_.m; ir += mr) {
-            const bool row_tail = ir + mr > p_.m;
-            const uint8_t* a_tile;
+        // The A tile of row tile ir, and its stride in call.a_stride.
+        auto a_tile_at = [&](int64_t ir) -> const uint8_t* {
             if (pack_a) {
                 pack_a_lowp(L.step, p_.a_type, a, p_.lda, p_.trans_a, ir,
                             static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), 0, p_.k, groups * g, plan_.a_panel_ld,
                             a_panel);
-                a_tile = a_panel;
                 call.a_stride = plan_.a_panel_ld * esz;
-            } else {
-                a_tile = a + ir * p_.lda * a_size;
-                call.a_stride = p_.lda * a_size;
-                const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
-                if (tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
-                    a_tile = copy_last_rows(a_tile, rows, 0, p_.lda);
+                return a_panel;
             }
+            call.a_stride = p_.lda * a_size;
+            const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
+            if (tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k)) return copy_last_rows(a + ir * p_.lda * a_size, rows, 0, p_.lda);
+            return a + ir * p_.lda * a_size;
+        };
+        // Row tile ir's calls over the columns [j0, j1) (j0 a multiple of nr).
+        auto run_row_tile = [&](int64_t ir, const uint8_t* a_tile, int64_t j0, int64_t j1) {
+            const bool row_tail = ir + mr > p_.m;
             if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
             if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
             // Pointers advance panel by panel (no division per call).
-            uint8_t* b_panel = b_packed;
-            uint8_t* c_tile = c + ir * p_.ldc * c_size;
-            for (int64_t jr = 0, panels = 1; jr < p_.n; jr += panels * nr) {
+            uint8_t* b_panel = b_packed + (j0 / nr) * panel_bytes;
+            uint8_t* c_tile = c + (ir * p_.ldc + j0) * c_size;
+            for (int64_t jr = j0, panels = 1; jr < j1; jr += panels * nr) {
                 const bool col_tail = jr + nr > p_.n;
                 const int s = slot(row_tail, col_tail, kSingle);
-                panels = col_tail || !panel_runs ? 1 : full_panels - jr / nr;
+                panels = col_tail || !panel_runs ? 1 : std::min(full_panels, j1 / nr) - jr / nr;
                 call.panels = panels;
                 if (p_.bias == BiasKind::per_column)
                     call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
@@ -581,7 +614,13 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                 b_panel += panels * panel_bytes;
                 c_tile += panels * nr * c_size;
             }
-        }
+        };
+        // A column tail with a configuration of its own runs after every row tile's full panels (as run_chunk's),
+        // where A is read in place.
+        const int64_t full_end = defer_tail && !pack_a ? full_panels * nr : p_.n;
+        for (int64_t ir = 0; ir < p_.m; ir += mr) run_row_tile(ir, a_tile_at(ir), 0, full_end);
+        if (full_end < p_.n)
+            for (int64_t ir = 0; ir < p_.m; ir += mr) run_row_tile(ir, a_tile_at(ir), full_end, p_.n);
     }
 }
 
