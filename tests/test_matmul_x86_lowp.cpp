@@ -801,6 +801,42 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
     }
 }
 
+TEST_CASE("x86 lowp VNNI dot products: A stored K x M transposed by vectors, s8 row sums by vpsadbw, exactly",
+          "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
+        WARN("SKIPPED: no AVX512-VNNI on this CPU");
+        return;
+    }
+    // The dot path packs A (rows zero padded to whole 64-byte vectors): stored K x M through pack_a_transposed,
+    // and an s8 A's row sums (its +128 compensation) over the padded rows. Rows 1-16 (lane tails of the byte
+    // transposes), K tails of a vector, lda pads, batches, and the extreme sums (-128 and 127 everywhere).
+    std::mt19937 rng(3035);
+    const int64_t ms[] = {1, 3, 11, 16, 7, 2};
+    const int64_t ks[] = {3035, 65, 1000, 64, 129, 700};
+    for (const char* tier : {"avx512_vnni", "amx"}) {
+        if (std::string(tier) == "amx" && jitmm::hw::cpu_info().best_isa < X86Isa::amx) continue;
+        EngineGuard e{make_engine(tier, 1)};
+        for (int it = 0; it < 12; ++it) {
+            Case c;
+            c.a = it % 3 == 2 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.m = ms[it % 6];
+            c.k = ks[(it + it / 6) % 6];
+            c.n = 39 + 16 * 1024 / c.k;  // past the planner's kDotMinBBytes
+            c.ta = it % 4 != 3;
+            c.tb = true;
+            c.lda_pad = it % 3 == 1 ? 13 : 0;
+            c.batch = it % 4 == 0 ? 3 : 1;
+            if (it % 5 == 4) {
+                c.a_fill = c.a == JITMM_DTYPE_U8 ? 255 : (it % 2 ? 127 : -128);
+                c.b_fill = -128;
+            }
+            INFO("tier " << tier << " it " << it);
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
 TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by its stride", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
         WARN("SKIPPED: no usable AMX on this CPU");
