@@ -2328,6 +2328,45 @@ TEST_CASE("x86 lowp: few rows times a small B over a long K (dot products), narr
     }
 }
 
+TEST_CASE("x86 lowp AMX: 4-16 rows times s8 B rows off cache lines take the swapped order (was dot products), exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // B stored N x K with rows not whole lines (K, pads, an offset base), read in place as the A tiles of the
+    // swapped order; K tails of a dword and of a step, s8 and u8 A (TN and NN storage), batches, float epilogues,
+    // 1 and 2 threads.
+    std::mt19937 rng(3414);
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{5, 3414, 60, 1}, {7, 958, 96, 2}, {16, 500, 130, 1}, {4, 777, 61, 3}, {9, 1200, 301, 1}};
+    int it = 0;
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        for (const Shape& sh : shapes) {
+            Case c;
+            c.a = it % 2 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch;
+            c.tb = true;
+            c.ta = it % 3 == 1;
+            c.ldb_pad = it % 4 == 2 ? 7 : 0;
+            c.b_offset = it % 5 == 3 ? 3 : 0;
+            c.lda_pad = it % 3 == 2 ? 2 : 0;
+            if (it % 4 == 3) {
+                c.c = JITMM_DTYPE_F32;
+                c.alpha = 0.01f;
+                c.epilogue = JITMM_EPILOGUE_BIAS_GELU_TANH;
+            }
+            INFO("case " << it);
+            ++it;
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
 TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over one block of short K steps",
           "[x86][lowp][amx]") {
     // Few rows times B stored N x K with K one block of short steps (K bytes a multiple of 4 below 64): the tiles
@@ -2561,6 +2600,19 @@ TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and thr
                                                     cpu, X86Isa::amx, 1);
     CHECK(aligned.layout.step == LowpStep::amx_int8);
     CHECK(aligned.layout.swap_ab);
+    // From 4 rows the swapped AMX order reads such rows in place too and beats the dot products; 3 keep them.
+    for (int64_t m : {4, 5, 16}) {
+        for (int64_t k : {60, 2000}) {
+            const auto rows = jitmm::plan::plan_x86_lowp(problem(m, 3414, k, false, true, JITMM_DTYPE_U8, JITMM_DTYPE_S32),
+                                                         cpu, X86Isa::amx, 1);
+            INFO(rows.describe());
+            CHECK(rows.layout.step == LowpStep::amx_int8);
+            CHECK(rows.layout.swap_ab);
+        }
+    }
+    CHECK(jitmm::plan::plan_x86_lowp(problem(3, 3414, 300, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu,
+                                     X86Isa::amx, 1)
+              .layout.dot_nt);
     // Two columns over a 1.7 MB A: the A's bytes call for threads the products alone would not.
     const auto tall = jitmm::plan::plan_x86_lowp(problem(2304, 2, 768, true, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu,
                                                  X86Isa::amx, 2);

@@ -296,6 +296,13 @@ constexpr int64_t kSwapMinColumnsPerRowThreads = 4;
 // bf16 1x2414x1348 0.54 -> 0.89, 30x2747x1417 0.60 -> 1.00, 8x4096x4100 0.94 -> 1.55; s8 30x2747x1417 0.66 ->
 // 1.06). The caller says no where the VNNI dot products serve instead (they read such rows in place: s8
 // 1x2414x1348 1.46 swapped -> 1.11, 8x4096x4100 1.37 -> 1.28).
+// From this many rows the swapped order beats the dot products over such rows too: it reads them in place at any
+// stride for up to 128 rows (amx_rows_any_stride), where the dot products' lane reductions grow with the rows. 1
+// thread, median us, dot -> swapped, s8: 5x3414x60 16.0 -> 7.4 (u8 too), 4x3414x130 20.2 -> 12.2, 8x3414x300 52 ->
+// 23, 16x3414x1500 752 -> 392, 4x2414x1348 355 -> 233, 16x4096x4100 3983 -> 1194, 4x500x700 5.9 -> 6.4; fewer rows
+// are mixed (3x3414x60 8.4 -> 6.5, 3x3414x300 19.0 -> 20.0, 2x3414x300 15.0 -> 19.3) and keep the dot products.
+constexpr int64_t kSwapOverDotMinRows = 4;
+
 bool swap_fits(const Problem& p, LowpStep step, int num_threads, bool rows_off_lines_ok) {
     const char* env = std::getenv("JITMM_X86_LOWP_SWAP");  // 0: the normal roles (measurements)
     if (env != nullptr && env[0] == '0') return false;
@@ -526,7 +533,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // becomes, 1 thread: AMX 97 us, VNNI dot 32) and the swapped AMX path copies them tile by tile.
     const bool int8_dot = L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 &&
                           dot_fits(p, LowpStep::vnni_u8s8, L.isa);
-    const bool swap = swap_fits(p, L.step, num_threads, !int8_dot);
+    const bool swap = swap_fits(p, L.step, num_threads, !int8_dot || p.m >= kSwapOverDotMinRows);
     if (int8_dot && !swap) L.step = LowpStep::vnni_u8s8;
     // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
     // of B's column sums.
