@@ -2529,6 +2529,53 @@ jitmm::Problem planner_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb
 
 }  // namespace
 
+TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N runs on VNNI, exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // B of at most 512 KB packed per call for a u8 A of 1-4 rows (NN, TN): the VNNI panels; 5 rows, an s8 A, a
+    // larger B and B stored N x K keep their paths. K tails of a dword and of the unroll, ld pads, batches.
+    std::mt19937 rng(232);
+    EngineGuard e{make_engine("amx", 1)};
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta;
+    };
+    const Shape shapes[] = {{1, 232, 268, 1, false}, {2, 333, 101, 3, true}, {4, 500, 300, 1, false},
+                            {3, 700, 97, 2, true},   {1, 100, 1000, 1, false}, {4, 65, 7, 1, false}};
+    int it = 0;
+    for (const Shape& sh : shapes) {
+        Case c;
+        c.a = JITMM_DTYPE_U8;
+        c.b = JITMM_DTYPE_S8;
+        c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch; c.ta = sh.ta;
+        c.lda_pad = it % 2 ? 3 : 0;
+        c.ldb_pad = it % 3 == 1 ? 17 : 0;
+        c.ldc_pad = it % 3 == 2 ? 1 : 0;
+        if (it % 4 == 3) {
+            c.c = JITMM_DTYPE_F32;
+            c.alpha = 0.5f;
+            c.epilogue = JITMM_EPILOGUE_BIAS;
+        }
+        INFO("case " << it);
+        ++it;
+        check_case(e.e, c, rng);
+    }
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    auto step_of = [&](int64_t m, int64_t n, int64_t k, bool ta, jitmm_dtype a) {
+        jitmm::Problem p = planner_problem(m, n, k, ta, false, a, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout.step;
+    };
+    for (const Shape& sh : shapes) CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step_of(5, 500, 300, false, JITMM_DTYPE_U8) == LowpStep::amx_int8);
+    CHECK(step_of(1, 1024, 1024, false, JITMM_DTYPE_U8) == LowpStep::amx_int8);
+    CHECK(step_of(1, 232, 268, false, JITMM_DTYPE_S8) == LowpStep::amx_int8);
+}
+
 TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside cache lines and K is short",
           "[x86][lowp][plan]") {
     // N chunks would write the line at each chunk edge from two cores on every row: with a short K that costs
