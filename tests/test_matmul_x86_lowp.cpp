@@ -2411,6 +2411,72 @@ TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over
     }
 }
 
+TEST_CASE("x86 lowp VNNI: a K of 1-3 packs B as one run of dwords (gathers, widened rows) with its column sums",
+          "[x86][lowp]") {
+    // pack_b_lowp with panels of one k group and K < 4: every column's dword (its bytes past K zero), the padding
+    // to whole panels zero, the column sums. B ends at a PROT_NONE page (the gathers read a dword per column:
+    // never past the last column's bytes), stored N x K (ldb >= K) and K x N (ldb >= N), widths with tails of
+    // the eight-column vectors.
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(3666);
+    for (bool trans_b : {true, false}) {
+        for (int64_t k : {1, 2, 3}) {
+            for (int64_t width : {1, 7, 8, 9, 33, 3666}) {
+                for (int64_t pad : {0, 1, 5}) {
+                    const int64_t ldb = (trans_b ? k : width) + pad;
+                    const int64_t bytes = trans_b ? (width - 1) * ldb + k : (k - 1) * ldb + width;
+                    const size_t span = static_cast<size_t>((bytes + page - 1) / page * page);
+                    void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    REQUIRE(map != MAP_FAILED);
+                    REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+                    auto* b = static_cast<uint8_t*>(map) + span - bytes;
+                    for (int64_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(rng());
+                    const int nr = 32;
+                    const int64_t padded = (width + nr - 1) / nr * nr;
+                    std::vector<uint32_t> panels(static_cast<size_t>(padded), 0xdeadbeef);
+                    std::vector<int32_t> sums(static_cast<size_t>(padded), 5);
+                    jitmm::x86::pack_b_lowp(jitmm::plan::LowpStep::vnni_u8s8, JITMM_DTYPE_S8, b, ldb, trans_b, 0, k, 0,
+                                            width, nr, 1, panels.data(), sums.data(), false);
+                    int64_t wrong = 0, wrong_sums = 0;
+                    for (int64_t c = 0; c < padded; ++c) {
+                        uint32_t want = 0;
+                        int32_t sum = 5;
+                        for (int64_t e = 0; e < k && c < width; ++e) {
+                            const uint8_t v = b[trans_b ? c * ldb + e : e * ldb + c];
+                            want |= uint32_t(v) << (8 * e);
+                            sum += static_cast<int8_t>(v);
+                        }
+                        wrong += panels[size_t(c)] != want;
+                        wrong_sums += c < width && sums[size_t(c)] != sum;
+                    }
+                    INFO((trans_b ? "NT" : "NN") << " k " << k << " width " << width << " ldb " << ldb);
+                    CHECK(wrong == 0);
+                    CHECK(wrong_sums == 0);
+                    munmap(map, span + page);
+                }
+            }
+        }
+    }
+    // And whole calls: s8 A (the +128 shift and its sums) and u8 A, both layouts, batches, pads, at every tier.
+    const int64_t shapes[][3] = {{9, 3666, 1}, {20, 301, 2}, {3, 40, 3}, {100, 17, 1}};
+    int it = 0;
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        for (const auto& sh : shapes) {
+            Case c;
+            c.a = it % 2 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.m = sh[0]; c.n = sh[1]; c.k = sh[2];
+            c.tb = it % 3 != 1;
+            c.ldb_pad = it % 4 == 2 ? 3 : 0;
+            c.batch = it % 3 == 0 ? 2 : 1;
+            INFO("tier " << tier.name << " case " << it);
+            ++it;
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
     // row tiles whose reads would pass A's end come from a copy. A ends exactly at a PROT_NONE page, B and C are

@@ -401,7 +401,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
         pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
                     panel_groups(L, k_len), b_full + (pack_b_per_k_block ? 0 : kb * block_bytes), comp, pack_vbmi_);
         if (comp && kb + 1 == k_blocks_)  // the column sums are complete: scaled once, read by the last K block
-            for (int64_t j = 0; j < n_cur; ++j) comp[j] *= comp_factor_;
+            scale_column_sums(comp, n_cur, comp_factor_);
     };
     // With several N blocks, every A panel (row tile x K block) is packed once, in the first N block, and kept
     // for the others (up to kKeepPackedABytes), instead of being packed again in each N block: the repacks
@@ -575,7 +575,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
         pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
                     b_packed, comp, pack_vbmi_);
         if (comp)  // complete at once (one K block)
-            for (int64_t j = 0; j < p_.n; ++j) comp[j] *= comp_factor_;
+            scale_column_sums(comp, p_.n, comp_factor_);
 
         const bool pack_a = packs_a(a);
         if (pack_a && a_panel == nullptr) a_panel = scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz));
