@@ -2642,6 +2642,54 @@ TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N ru
     CHECK(step_of(1, 232, 268, false, JITMM_DTYPE_S8) == LowpStep::amx_int8);
 }
 
+TEST_CASE("x86 lowp AMX tier: an s8 A of 1-16 rows over a K below 32 and a wide B stored K x N runs on VNNI, exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // The +128 shift and its column sums over K tails of a dword and of the unroll, NN and TN, ld pads, batches,
+    // float epilogues; whole tiles over a small B, K = 32 and B stored N x K keep AMX.
+    std::mt19937 rng(794);
+    EngineGuard e{make_engine("amx", 1)};
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta;
+    };
+    const Shape shapes[] = {{4, 794, 27, 1, false}, {2, 1000, 16, 2, true}, {16, 300, 1, 1, false},
+                            {8, 512, 20, 1, true},  {13, 257, 31, 3, false}, {1, 300, 30, 1, false}};
+    int it = 0;
+    for (const Shape& sh : shapes) {
+        Case c;
+        c.a = JITMM_DTYPE_S8;
+        c.b = JITMM_DTYPE_S8;
+        c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch; c.ta = sh.ta;
+        c.lda_pad = it % 2 ? 5 : 0;
+        c.ldb_pad = it % 3 == 1 ? 9 : 0;
+        c.ldc_pad = it % 3 == 2 ? 2 : 0;
+        if (it % 4 == 3) {
+            c.c = JITMM_DTYPE_F32;
+            c.alpha = 0.25f;
+            c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+        }
+        INFO("case " << it);
+        ++it;
+        check_case(e.e, c, rng);
+    }
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    auto step_of = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+        return jitmm::plan::plan_x86_lowp(planner_problem(m, n, k, ta, tb, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu,
+                                          X86Isa::amx, 1)
+            .layout.step;
+    };
+    for (const Shape& sh : shapes) CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, false) == LowpStep::vnni_u8s8);
+    CHECK(step_of(16, 256, 16, false, false) == LowpStep::amx_int8);
+    CHECK(step_of(16, 2000, 32, false, false) == LowpStep::amx_int8);
+    CHECK(step_of(17, 794, 27, false, false) == LowpStep::amx_int8);
+    CHECK(step_of(4, 794, 27, false, true) == LowpStep::amx_int8);
+}
+
 TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside cache lines and K is short",
           "[x86][lowp][plan]") {
     // N chunks would write the line at each chunk edge from two cores on every row: with a short K that costs

@@ -131,6 +131,13 @@ constexpr double kShortKVnniMinTailC = 2048;
 constexpr int64_t kDecodeVnniMaxRows = 4;
 constexpr int64_t kDecodeVnniMaxBBytes = 512 * 1024;
 
+// An s8 A of at most this many rows over a K below this and at least this many columns of a B stored K x N runs on
+// VNNI, unless its tiles are whole and B at most this many bytes (choose_step).
+constexpr int64_t kFewRowsVnniMaxRows = 16;
+constexpr int64_t kFewRowsVnniMaxK = 32;
+constexpr int64_t kFewRowsVnniMinColumns = 256;
+constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
+
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
 constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
@@ -171,7 +178,18 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // (1x232x268 3.2, VNNI with its shift 3.6).
         const bool decode_vnni = p.a_type == JITMM_DTYPE_U8 && p.b_type == JITMM_DTYPE_S8 && !p.trans_b &&
                                  p.m <= kDecodeVnniMaxRows && p.k * p.n <= kDecodeVnniMaxBBytes;
-        if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni && !decode_vnni)
+        // An s8 A of a few rows over a K short of a half step and a wide B stored K x N: its +128 shift costs little
+        // next to the AMX tails and steps of 64 bytes for a K of a few bytes. 1 thread, median us, AMX -> VNNI:
+        // s8 4x794x27 2.06 -> 1.43 (TN 2.10 -> 1.47), 2x1000x16 2.21 -> 1.03, 16x794x27 3.54 -> 2.99, 8x512x20 1.25
+        // -> 0.90, 16x1024x24 4.18 -> 3.16, 8x4096x16 9.8 -> 8.1, 4x300x20 and 1x300x30 even. Whole 16 x 16 tiles
+        // over a B of at most 16 KB keep AMX (one generated function for the call: 16x256x16 0.26, VNNI 0.51), and
+        // so do K = 32 (16x2000x32 6.7, VNNI 7.3) and B stored N x K (4x794x27 NT 1.49, VNNI 2.07).
+        const bool whole_small = p.m % 16 == 0 && p.n % 16 == 0 && p.k * p.n <= kFewRowsVnniWholeBBytes;
+        const bool few_rows_vnni = p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 && !p.trans_b &&
+                                   p.k < kFewRowsVnniMaxK && p.m <= kFewRowsVnniMaxRows &&
+                                   p.n >= kFewRowsVnniMinColumns && !whole_small;
+        if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni && !decode_vnni &&
+            !few_rows_vnni)
             return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
         if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm
