@@ -514,7 +514,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 // A column tail whose tile configuration differs from the full panels' (deferred_tail) runs
                 // after the block's full panels, for every row tile, instead of after each row tile's.
                 const int64_t n_end = jc + n_cur;
-                const int64_t full_end = defer_tail && n_end == p_.n ? std::max(jc, p_.n / nr * nr) : n_end;
+                // (One row tile: nothing to save, and its A tile would be fetched, or copied, twice.)
+                const int64_t full_end =
+                    defer_tail && n_end == p_.n && m_end - ic > mr ? std::max(jc, p_.n / nr * nr) : n_end;
                 for (int64_t ir = ic; ir < m_end; ir += mr) {
                     const uint8_t* a_tile = a_tile_at(ir, false);
                     // The next row tile's A rows, read from the caller's A next (packed or in place), prefetched
@@ -618,7 +620,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
         };
         // A column tail with a configuration of its own runs after every row tile's full panels (as run_chunk's),
         // where A is read in place.
-        const int64_t full_end = defer_tail && !pack_a ? full_panels * nr : p_.n;
+        const int64_t full_end = defer_tail && !pack_a && p_.m > mr ? full_panels * nr : p_.n;
         for (int64_t ir = 0; ir < p_.m; ir += mr) run_row_tile(ir, a_tile_at(ir), 0, full_end);
         if (full_end < p_.n)
             for (int64_t ir = 0; ir < p_.m; ir += mr) run_row_tile(ir, a_tile_at(ir), full_end, p_.n);
