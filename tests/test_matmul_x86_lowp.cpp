@@ -1171,6 +1171,50 @@ TEST_CASE("x86 lowp AMX: column tails of their own configuration run after the b
     }
 }
 
+TEST_CASE("x86 lowp AMX: batches of small calls with tails run tile kind by tile kind over groups of batches",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // Row tails (33-63 rows) and column tails (not 16 columns) of their own tile configurations: every batch of a
+    // group packs its B, then each kind of tile runs over the group's batches. Several groups (small B: up to 16
+    // KB a group), the last one short; the zero point's column sums per batch, vector epilogues with bias and
+    // scales, an A packed (bf16 rows off cache lines), K tails, ld pads, 1 and 2 threads.
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{55, 2, 3, 23}, {40, 40, 40, 17}, {33, 17, 64, 19}, {63, 70, 20, 9}, {45, 100, 64, 5}};
+    std::mt19937 rng(5523);
+    int it = 0;
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        for (const Shape& sh : shapes) {
+            for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+                Case c;
+                c.a = t;
+                c.b = t == JITMM_DTYPE_BF16 ? t : JITMM_DTYPE_S8;
+                c.c = t == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch;
+                c.tb = it % 2 == 1;
+                c.lda_pad = it % 3 == 1 ? (t == JITMM_DTYPE_BF16 ? 3 : 64) : 0;
+                c.ldc_pad = it % 4 == 2 ? 5 : 0;
+                if (t == JITMM_DTYPE_U8 && it % 3 == 0) c.zero_point = 7;
+                if (it % 5 == 4) {
+                    c.c = JITMM_DTYPE_F32;
+                    c.alpha = t == JITMM_DTYPE_BF16 ? 1.0f : 0.01f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    if (t != JITMM_DTYPE_BF16) c.b_scale = JITMM_SCALE_PER_COLUMN;
+                }
+                INFO("threads " << threads << " case " << it);
+                ++it;
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp AMX: one call runs a row tile's column panels (strip and direct stores, tails, K and N blocks)",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
@@ -2764,8 +2808,8 @@ TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and thr
     // From 4 rows the swapped AMX order reads such rows in place too and beats the dot products; 3 keep them.
     for (int64_t m : {4, 5, 16}) {
         for (int64_t k : {60, 2000}) {
-            const auto rows = jitmm::plan::plan_x86_lowp(problem(m, 3414, k, false, true, JITMM_DTYPE_U8, JITMM_DTYPE_S32),
-                                                         cpu, X86Isa::amx, 1);
+            const auto rows = jitmm::plan::plan_x86_lowp(
+                problem(m, 3414, k, false, true, JITMM_DTYPE_U8, JITMM_DTYPE_S32), cpu, X86Isa::amx, 1);
             INFO(rows.describe());
             CHECK(rows.layout.step == LowpStep::amx_int8);
             CHECK(rows.layout.swap_ab);

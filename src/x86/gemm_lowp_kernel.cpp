@@ -37,6 +37,10 @@ constexpr int64_t kMinSharedSavingBytes = int64_t(256) << 10;
 // The most bytes of a row tile's A rows prefetched for the next row tile (a 32-row tile of 8 KB rows).
 constexpr int64_t kPrefetchRowTileBytes = int64_t(256) << 10;
 constexpr int64_t kPrefetchMinABytes = int64_t(1) << 20;  // and for an A of at least this (half an L2)
+// run_small: the most packed B (and column sums) a group of batches keeps for its tile kinds, a third of L1 (1
+// thread, median us, 4 / 8 / 16 / 32 KB: 55x2x3 NT s8 x23 3.29 / 2.64 / 2.32 / 2.68, 40x40x40 s8 x16 8.75 / 6.56 /
+// 5.60 / 6.46; 45x100x64 bf16 x12, two batches of 16 KB at 32 KB, 13.7 -> 17.0).
+constexpr int64_t kSmallGroupBytes = int64_t(16) << 10;
 
 // JITMM_X86_LOWP_SHARE_A=0: every task packs its own panels (measurements).
 bool share_off() {
@@ -556,74 +560,121 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
     const int64_t bias_size = p_.bias == BiasKind::none ? 0 : dtype_size(p_.bias_type);
     const int64_t groups = panel_groups(L, p_.k);
     const int64_t panel_bytes = groups * nr * 4;
-
-    uint8_t* b_packed = scratch<0>(static_cast<size_t>(ceil_div(p_.n, nr) * panel_bytes));
-    int32_t* comp = L.compensate ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(round_up(p_.n, nr) * 4)))
-                                 : nullptr;
-    uint8_t* a_panel = nullptr;
     const bool panel_runs = amx && amx_direct_store(L);  // full panels in one call (no vector epilogue)
     const int64_t full_panels = p_.n / nr;
-    const bool defer_tail = tail_config_differs();  // see run_chunk
+
+    // The tiles in kinds of one tile configuration each: rows [0, m_full) and the row tail, columns [0, n_full)
+    // and the column tail, merged where their configurations are the same stub.
+    const int64_t m_full = p_.m / mr * mr, n_full = full_panels * nr;
+    // (One row tile of one batch: nothing to save, and its A tile would be fetched, or copied, twice.)
+    const bool col_split = tail_config_differs() && (p_.m > mr || batch_end - batch_begin > 1);
+    const bool col_kind = n_full == 0;  // a column kind there is, for the row test
+    const bool row_split = amx && m_full > 0 && m_full < p_.m &&
+                           configs_[slot(true, col_kind, kSingle)] != configs_[slot(false, col_kind, kSingle)];
+    int64_t row_ranges[3] = {0, p_.m, p_.m}, col_ranges[3] = {0, p_.n, p_.n};
+    if (row_split) row_ranges[1] = m_full;
+    if (col_split) col_ranges[1] = n_full;
+    const int64_t col_full[2] = {(std::min(col_ranges[1], n_full) - col_ranges[0]) / nr,
+                                 (std::min(col_ranges[2], n_full) - col_ranges[1]) / nr};  // whole panels a range
+    // Batches of several kinds go in groups: each batch of a group packs its B, then every kind runs over all of
+    // the group's batches, so that the configurations switch a few times a group instead of a few times a batch
+    // (ldtilecfg waits for the tile unit to drain: 55x2x3 NT s8 x23, 1 thread, spent half its tile code's time
+    // in two a batch). A group's packed B stays in L1 (kSmallGroupBytes).
+    const int64_t b_stride = ceil_div(p_.n, nr) * panel_bytes, comp_stride = round_up(p_.n, nr);
+    const int64_t per_batch_bytes = b_stride + (L.compensate ? comp_stride * 4 : 0);
+    const int64_t group = row_split || col_split
+                              ? std::clamp<int64_t>(kSmallGroupBytes / per_batch_bytes, 1, batch_end - batch_begin)
+                              : 1;
+    uint8_t* b_packed = scratch<0>(static_cast<size_t>(group * b_stride));
+    int32_t* comp = L.compensate
+                        ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(group * comp_stride * 4)))
+                        : nullptr;
 
     // One tile session for the batches: their calls share the configurations.
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
-    for (int64_t bt = batch_begin; bt < batch_end; ++bt) {
-        const auto* a = static_cast<const uint8_t*>(args.a) + bt * p_.stride_a * a_size;
+    // The A tile of row tile ir of a batch's A (packed: pack_a), and its stride in call.a_stride.
+    auto a_tile_at = [&](const uint8_t* a, bool pack_a, int64_t ir) -> const uint8_t* {
+        if (pack_a) {
+            uint8_t* a_panel = scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz));
+            pack_a_lowp(L.step, p_.a_type, a, p_.lda, p_.trans_a, ir,
+                        static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), 0, p_.k, groups * g, plan_.a_panel_ld,
+                        a_panel);
+            call.a_stride = plan_.a_panel_ld * esz;
+            return a_panel;
+        }
+        call.a_stride = p_.lda * a_size;
+        const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
+        if (tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
+            return copy_last_rows(a + ir * p_.lda * a_size, rows, 0, p_.lda);
+        return a + ir * p_.lda * a_size;
+    };
+    // Row tile ir's calls over the columns from j0 (a multiple of nr): `full` whole panels, then the column tail
+    // where `tail`, with the group's i-th packed B.
+    auto run_row_tile = [&](int64_t i, uint8_t* c, int64_t ir, const uint8_t* a_tile, int64_t j0, int64_t full,
+                            bool tail) {
+        const bool row_tail = ir + mr > p_.m;
+        if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
+        if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
+        // Pointers advance panel by panel (no division per call).
+        uint8_t* b_panel = b_packed + i * b_stride + j0 / nr * panel_bytes;
+        uint8_t* c_tile = c + (ir * p_.ldc + j0) * c_size;
+        int32_t* comp_at = comp ? comp + i * comp_stride + j0 : nullptr;
+        auto one_call = [&](int64_t jr, int64_t panels, bool col_tail) {
+            const int s = slot(row_tail, col_tail, kSingle);
+            call.panels = panels;
+            if (p_.bias == BiasKind::per_column) call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
+            if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + jr;
+            call.comp = comp_at;
+            if (amx) tiles.use(configs_[s]);
+            fns_[s](a_tile, b_panel, c_tile, &call);
+            b_panel += panels * panel_bytes;
+            c_tile += panels * nr * c_size;
+            if (comp_at) comp_at += panels * nr;
+        };
+        int64_t jr = j0;
+        if (panel_runs && full > 0) {
+            one_call(jr, full, false);
+            jr += full * nr;
+        } else {
+            for (int64_t f = 0; f < full; ++f, jr += nr) one_call(jr, 1, false);
+        }
+        if (tail) one_call(jr, 1, true);
+    };
+    auto pack_b = [&](int64_t bt, int64_t i) {
         const auto* b = static_cast<const uint8_t*>(args.b) + bt * p_.stride_b * b_size;
-        auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
-        if (comp) std::memset(comp, 0, static_cast<size_t>(round_up(p_.n, nr) * 4));
+        int32_t* sums = comp ? comp + i * comp_stride : nullptr;
+        if (sums) std::memset(sums, 0, static_cast<size_t>(comp_stride * 4));
         pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
-                    b_packed, comp, pack_vbmi_);
-        if (comp)  // complete at once (one K block)
-            scale_column_sums(comp, p_.n, comp_factor_);
-
-        const bool pack_a = packs_a(a);
-        if (pack_a && a_panel == nullptr) a_panel = scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz));
-        // The A tile of row tile ir, and its stride in call.a_stride.
-        auto a_tile_at = [&](int64_t ir) -> const uint8_t* {
-            if (pack_a) {
-                pack_a_lowp(L.step, p_.a_type, a, p_.lda, p_.trans_a, ir,
-                            static_cast<int>(std::min<int64_t>(mr, p_.m - ir)), 0, p_.k, groups * g, plan_.a_panel_ld,
-                            a_panel);
-                call.a_stride = plan_.a_panel_ld * esz;
-                return a_panel;
-            }
-            call.a_stride = p_.lda * a_size;
-            const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
-            if (tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k)) return copy_last_rows(a + ir * p_.lda * a_size, rows, 0, p_.lda);
-            return a + ir * p_.lda * a_size;
-        };
-        // Row tile ir's calls over the columns [j0, j1) (j0 a multiple of nr).
-        auto run_row_tile = [&](int64_t ir, const uint8_t* a_tile, int64_t j0, int64_t j1) {
-            const bool row_tail = ir + mr > p_.m;
-            if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
-            if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
-            // Pointers advance panel by panel (no division per call).
-            uint8_t* b_panel = b_packed + (j0 / nr) * panel_bytes;
-            uint8_t* c_tile = c + (ir * p_.ldc + j0) * c_size;
-            for (int64_t jr = j0, panels = 1; jr < j1; jr += panels * nr) {
-                const bool col_tail = jr + nr > p_.n;
-                const int s = slot(row_tail, col_tail, kSingle);
-                panels = col_tail || !panel_runs ? 1 : std::min(full_panels, j1 / nr) - jr / nr;
-                call.panels = panels;
-                if (p_.bias == BiasKind::per_column)
-                    call.bias = static_cast<const uint8_t*>(args.bias) + jr * bias_size;
-                if (p_.b_scale == ScaleMode::per_column) call.b_scales = args.b_scales + jr;
-                if (comp) call.comp = comp + jr;
-                if (amx) tiles.use(configs_[s]);
-                fns_[s](a_tile, b_panel, c_tile, &call);
-                b_panel += panels * panel_bytes;
-                c_tile += panels * nr * c_size;
-            }
-        };
-        // A column tail with a configuration of its own runs after every row tile's full panels (as run_chunk's),
-        // where A is read in place.
-        const int64_t full_end = defer_tail && !pack_a && p_.m > mr ? full_panels * nr : p_.n;
-        for (int64_t ir = 0; ir < p_.m; ir += mr) run_row_tile(ir, a_tile_at(ir), 0, full_end);
-        if (full_end < p_.n)
-            for (int64_t ir = 0; ir < p_.m; ir += mr) run_row_tile(ir, a_tile_at(ir), full_end, p_.n);
+                    b_packed + i * b_stride, sums, pack_vbmi_);
+        if (sums) scale_column_sums(sums, p_.n, comp_factor_);  // complete at once (one K block)
+    };
+    if (!row_split && !col_split) {  // one kind: batch by batch
+        for (int64_t bt = batch_begin; bt < batch_end; ++bt) {
+            pack_b(bt, 0);
+            const auto* a = static_cast<const uint8_t*>(args.a) + bt * p_.stride_a * a_size;
+            auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
+            const bool pack_a = packs_a(a);
+            for (int64_t ir = 0; ir < p_.m; ir += mr)
+                run_row_tile(0, c, ir, a_tile_at(a, pack_a, ir), 0, full_panels, n_full < p_.n);
+        }
+        return;
+    }
+    for (int64_t g0 = batch_begin; g0 < batch_end; g0 += group) {
+        const int64_t g1 = std::min(batch_end, g0 + group);
+        for (int64_t bt = g0; bt < g1; ++bt) pack_b(bt, bt - g0);
+        for (int r = 0; r < 2; ++r)
+            for (int q = 0; q < 2; ++q)
+                for (int64_t bt = g0; bt < g1; ++bt) {
+                    if (row_ranges[r] == row_ranges[r + 1] || col_ranges[q] == col_ranges[q + 1]) continue;
+                    const auto* a = static_cast<const uint8_t*>(args.a) + bt * p_.stride_a * a_size;
+                    auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
+                    const bool pack_a = packs_a(a);
+                    for (int64_t ir = row_ranges[r]; ir < row_ranges[r + 1]; ir += mr)
+                        run_row_tile(bt - g0, c, ir, a_tile_at(a, pack_a, ir), col_ranges[q], col_full[q],
+                                     col_ranges[q + 1] > n_full);
+                }
     }
 }
 
