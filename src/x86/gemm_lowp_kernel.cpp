@@ -565,17 +565,17 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
 
     // The tiles in kinds of one tile configuration each: rows [0, m_full) and the row tail, columns [0, n_full)
     // and the column tail, merged where their configurations are the same stub.
-    const int64_t m_full = p_.m / mr * mr, n_full = full_panels * nr;
-    // (One row tile of one batch: nothing to save, and its A tile would be fetched, or copied, twice.)
-    const bool col_split = tail_config_differs() && (p_.m > mr || batch_end - batch_begin > 1);
+    const int64_t m_full = amx ? p_.m / mr * mr : 0, n_full = full_panels * nr;
+    // (One row tile of one batch: nothing to save, and its A tile would be fetched, or copied, twice. A packed
+    // A: each row tile would be packed once per column kind, 59x42x679 TT s8 x3 16 -> 25 us.)
+    const bool col_split =
+        tail_config_differs() && !plan_.pack_a && (p_.m > mr || batch_end - batch_begin > 1);
     const bool col_kind = n_full == 0;  // a column kind there is, for the row test
     const bool row_split = amx && m_full > 0 && m_full < p_.m &&
                            configs_[slot(true, col_kind, kSingle)] != configs_[slot(false, col_kind, kSingle)];
     int64_t row_ranges[3] = {0, p_.m, p_.m}, col_ranges[3] = {0, p_.n, p_.n};
     if (row_split) row_ranges[1] = m_full;
     if (col_split) col_ranges[1] = n_full;
-    const int64_t col_full[2] = {(std::min(col_ranges[1], n_full) - col_ranges[0]) / nr,
-                                 (std::min(col_ranges[2], n_full) - col_ranges[1]) / nr};  // whole panels a range
     // Batches of several kinds go in groups: each batch of a group packs its B, then every kind runs over all of
     // the group's batches, so that the configurations switch a few times a group instead of a few times a batch
     // (ldtilecfg waits for the tile unit to drain: 55x2x3 NT s8 x23, 1 thread, spent half its tile code's time
@@ -610,15 +610,16 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
             return copy_last_rows(a + ir * p_.lda * a_size, rows, 0, p_.lda);
         return a + ir * p_.lda * a_size;
     };
-    // Row tile ir's calls over the columns from j0 (a multiple of nr): `full` whole panels, then the column tail
-    // where `tail`, with the group's i-th packed B.
-    auto run_row_tile = [&](int64_t i, uint8_t* c, int64_t ir, const uint8_t* a_tile, int64_t j0, int64_t full,
+    // Row tile ir's calls over the columns from panel p0: `full` whole panels, then the column tail where `tail`,
+    // with the group's i-th packed B.
+    auto run_row_tile = [&](int64_t i, uint8_t* c, int64_t ir, const uint8_t* a_tile, int64_t p0, int64_t full,
                             bool tail) {
         const bool row_tail = ir + mr > p_.m;
         if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
         if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
         // Pointers advance panel by panel (no division per call).
-        uint8_t* b_panel = b_packed + i * b_stride + j0 / nr * panel_bytes;
+        const int64_t j0 = p0 * nr;
+        uint8_t* b_panel = b_packed + i * b_stride + p0 * panel_bytes;
         uint8_t* c_tile = c + (ir * p_.ldc + j0) * c_size;
         int32_t* comp_at = comp ? comp + i * comp_stride + j0 : nullptr;
         auto one_call = [&](int64_t jr, int64_t panels, bool col_tail) {
@@ -657,7 +658,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
             auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
             const bool pack_a = packs_a(a);
             for (int64_t ir = 0; ir < p_.m; ir += mr)
-                run_row_tile(0, c, ir, a_tile_at(a, pack_a, ir), 0, full_panels, n_full < p_.n);
+                run_row_tile(0, c, ir, a_tile_at(a, pack_a, ir), 0, full_panels, full_panels * nr < p_.n);
         }
         return;
     }
@@ -672,8 +673,8 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                     auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
                     const bool pack_a = packs_a(a);
                     for (int64_t ir = row_ranges[r]; ir < row_ranges[r + 1]; ir += mr)
-                        run_row_tile(bt - g0, c, ir, a_tile_at(a, pack_a, ir), col_ranges[q], col_full[q],
-                                     col_ranges[q + 1] > n_full);
+                        run_row_tile(bt - g0, c, ir, a_tile_at(a, pack_a, ir), q == 0 ? 0 : full_panels,
+                                     q == 0 ? full_panels : 0, col_ranges[q + 1] > n_full);
                 }
     }
 }
