@@ -3047,6 +3047,23 @@ TEST_CASE("x86 lowp planner: the AMX roles swap only over an N wide for the rows
     CHECK(swapped(16, 128, 16));
 }
 
+TEST_CASE("x86 lowp planner: s8 B rows off cache lines, the swapped AMX order or the VNNI dot products by rows and K",
+          "[x86][lowp][plan]") {
+    // The swapped tiles pad the rows to 16: from 8 rows they win at any K, from 4 over a short K or a B past L2.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k) {
+        jitmm::Problem p = planner_problem(m, n, k, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout;
+    };
+    CHECK(plan(5, 3414, 60).swap_ab);
+    CHECK(plan(8, 282, 2306).swap_ab);
+    CHECK(plan(4, 1000, 2306).swap_ab);  // 2.3 MB of B
+    CHECK_FALSE(plan(4, 282, 2306).swap_ab);
+    CHECK(plan(4, 282, 2306).step == jitmm::plan::LowpStep::vnni_u8s8);
+    CHECK_FALSE(plan(6, 282, 1000).swap_ab);
+}
+
 TEST_CASE("x86 lowp planner: AMX int8 over one K block with a dword tail reads the rows in place",
           "[x86][lowp][plan]") {
     // plan::amx_k_reads_rows: K rounded up to whole dwords (7 -> 8, 53 -> 56, 125 -> 128), the packed side's

@@ -356,7 +356,19 @@ constexpr int64_t kSwapMinColumnsPerRowThreads = 4;
 // thread, median us, dot -> swapped, s8: 5x3414x60 16.0 -> 7.4 (u8 too), 4x3414x130 20.2 -> 12.2, 8x3414x300 52 ->
 // 23, 16x3414x1500 752 -> 392, 4x2414x1348 355 -> 233, 16x4096x4100 3983 -> 1194, 4x500x700 5.9 -> 6.4; fewer rows
 // are mixed (3x3414x60 8.4 -> 6.5, 3x3414x300 19.0 -> 20.0, 2x3414x300 15.0 -> 19.3) and keep the dot products.
+// Under 8 rows only over a short K or a B past L2: the swapped tiles pad the rows to 16, and over a long K in
+// cache the dot products' reductions weigh less (u8, dot -> swapped: 4x282x2306 8.9 -> 15.8, 6x282x2306 13.7
+// -> 16.0, 4x282x1000 4.1 -> 6.0, 4x500x700 5.3 -> 6.8; 8x282x2306 even, 16x282x2306 33 -> 17, 4x1000x2306 (B
+// 2.3 MB) 213 -> 159).
 constexpr int64_t kSwapOverDotMinRows = 4;
+constexpr int64_t kSwapOverDotAnyKRows = 8;
+constexpr int64_t kSwapOverDotShortK = 256;
+
+bool swap_beats_dot(const Problem& p, int64_t l2) {
+    const double b_bytes = double(p.n) * double(p.k) * double(p.batch > 1 && p.stride_b != 0 ? p.batch : 1);
+    return p.m >= kSwapOverDotAnyKRows ||
+           (p.m >= kSwapOverDotMinRows && (p.k <= kSwapOverDotShortK || b_bytes > double(l2)));
+}
 
 bool swap_fits(const Problem& p, LowpStep step, int num_threads, bool rows_off_lines_ok) {
     const char* env = std::getenv("JITMM_X86_LOWP_SWAP");  // 0: the normal roles (measurements)
@@ -622,7 +634,8 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // becomes, 1 thread: AMX 97 us, VNNI dot 32) and the swapped AMX path copies them tile by tile.
     const bool int8_dot = L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 &&
                           dot_fits(p, LowpStep::vnni_u8s8, L.isa);
-    const bool swap = swap_fits(p, L.step, num_threads, !int8_dot || p.m >= kSwapOverDotMinRows);
+    const bool swap =
+        swap_fits(p, L.step, num_threads, !int8_dot || swap_beats_dot(p, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1 << 20));
     if (int8_dot && !swap) L.step = LowpStep::vnni_u8s8;
     // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
     // of B's column sums.
