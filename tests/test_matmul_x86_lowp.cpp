@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -808,6 +809,42 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
     }
 }
 
+TEST_CASE("x86 lowp VNNI dot products: A stored K x M transposed by vectors, s8 row sums by vpsadbw, exactly",
+          "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
+        WARN("SKIPPED: no AVX512-VNNI on this CPU");
+        return;
+    }
+    // The dot path packs A (rows zero padded to whole 64-byte vectors): stored K x M through pack_a_transposed,
+    // and an s8 A's row sums (its +128 compensation) over the padded rows. Rows 1-16 (lane tails of the byte
+    // transposes), K tails of a vector, lda pads, batches, and the extreme sums (-128 and 127 everywhere).
+    std::mt19937 rng(3035);
+    const int64_t ms[] = {1, 3, 11, 16, 7, 2};
+    const int64_t ks[] = {3035, 65, 1000, 64, 129, 700};
+    for (const char* tier : {"avx512_vnni", "amx"}) {
+        if (std::string(tier) == "amx" && jitmm::hw::cpu_info().best_isa < X86Isa::amx) continue;
+        EngineGuard e{make_engine(tier, 1)};
+        for (int it = 0; it < 12; ++it) {
+            Case c;
+            c.a = it % 3 == 2 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.m = ms[it % 6];
+            c.k = ks[(it + it / 6) % 6];
+            c.n = 39 + 16 * 1024 / c.k;  // past the planner's kDotMinBBytes
+            c.ta = it % 4 != 3;
+            c.tb = true;
+            c.lda_pad = it % 3 == 1 ? 13 : 0;
+            c.batch = it % 4 == 0 ? 3 : 1;
+            if (it % 5 == 4) {
+                c.a_fill = c.a == JITMM_DTYPE_U8 ? 255 : (it % 2 ? 127 : -128);
+                c.b_fill = -128;
+            }
+            INFO("tier " << tier << " it " << it);
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
 TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by its stride", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
         WARN("SKIPPED: no usable AMX on this CPU");
@@ -1081,6 +1118,105 @@ TEST_CASE("x86 lowp AMX: tails of 16 rows or columns share the full tile's confi
                     c.alpha = int8 ? 0.01f : 1.0f;
                     c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
                 }
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp AMX: column tails of their own configuration run after the block's full panels, exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    // N = 32 x panels + a tail of 1, 4, 15 or 20 columns: every row tile of an M block runs its full panels, then
+    // every row tile its tail panel. A read in place (few panels, K tails copied at the end of A), packed and kept
+    // across N blocks, packed by M block (TN), packed once for the threads; batches of small calls; several K
+    // and M blocks (the strip), the vector epilogue, row tails, ld pads.
+    struct Shape {
+        int64_t m, n, k;
+        bool ta, tb;
+        int64_t batch;
+        const char *kc, *mc, *nc;  // forced blocks ("" keeps the plan's)
+        int threads;
+    };
+    const Shape shapes[] = {
+        {290, 33, 2, false, false, 1, "", "", "", 1},      {197, 47, 36, false, true, 1, "", "64", "", 1},
+        {131, 68, 21, false, false, 1, "", "", "", 1},      {70, 36, 57, false, false, 3, "", "", "", 1},
+        {100, 52, 282, false, true, 2, "128", "64", "", 1}, {161, 100, 130, false, false, 1, "64", "64", "64", 1},
+        {99, 116, 200, true, false, 1, "", "64", "64", 1},  {150, 260, 140, false, true, 1, "", "", "96", 2},
+        {64, 84, 64, true, true, 2, "", "", "", 1},         {100, 300, 200, false, false, 1, "64", "64", "96", 1},
+    };
+    std::mt19937 rng(3547);
+    int it = 0;
+    for (const Shape& sh : shapes) {
+        EngineGuard e{make_engine("amx", sh.threads)};
+        auto force = [](const char* name, const char* value) {
+            return *value != '\0' ? std::make_unique<EnvGuard>(name, value) : nullptr;
+        };
+        const auto kc = force("JITMM_X86_LOWP_KC", sh.kc), mc = force("JITMM_X86_LOWP_MC", sh.mc),
+                   nc = force("JITMM_X86_LOWP_NC", sh.nc);
+        for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8}) {
+            Case c;
+            c.a = t;
+            c.b = JITMM_DTYPE_S8;
+            c.m = sh.m;
+            c.n = sh.n;
+            c.k = sh.k;
+            c.ta = sh.ta;
+            c.tb = sh.tb;
+            c.batch = sh.batch;
+            c.lda_pad = it % 3 == 1 ? 5 : 0;
+            c.ldc_pad = it % 4 == 2 ? 3 : 0;
+            if (it++ % 5 == 3) {  // the last K block through the vector epilogue
+                c.c = JITMM_DTYPE_F32;
+                c.alpha = 0.01f;
+                c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+            }
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp AMX: batches of small calls with tails run tile kind by tile kind over groups of batches",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // Row tails (33-63 rows) and column tails (not 16 columns) of their own tile configurations: every batch of a
+    // group packs its B, then each kind of tile runs over the group's batches. Several groups (small B: up to 16
+    // KB a group), the last one short; the zero point's column sums per batch, vector epilogues with bias and
+    // scales, an A packed (bf16 rows off cache lines), K tails, ld pads, 1 and 2 threads.
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{55, 2, 3, 23}, {40, 40, 40, 17}, {33, 17, 64, 19}, {63, 70, 20, 9}, {45, 100, 64, 5}};
+    std::mt19937 rng(5523);
+    int it = 0;
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        for (const Shape& sh : shapes) {
+            for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+                Case c;
+                c.a = t;
+                c.b = t == JITMM_DTYPE_BF16 ? t : JITMM_DTYPE_S8;
+                c.c = t == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch;
+                c.tb = it % 2 == 1;
+                c.lda_pad = it % 3 == 1 ? (t == JITMM_DTYPE_BF16 ? 3 : 64) : 0;
+                c.ldc_pad = it % 4 == 2 ? 5 : 0;
+                if (t == JITMM_DTYPE_U8 && it % 3 == 0) c.zero_point = 7;
+                if (it % 5 == 4) {
+                    c.c = JITMM_DTYPE_F32;
+                    c.alpha = t == JITMM_DTYPE_BF16 ? 1.0f : 0.01f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    if (t != JITMM_DTYPE_BF16) c.b_scale = JITMM_SCALE_PER_COLUMN;
+                }
+                INFO("threads " << threads << " case " << it);
+                ++it;
                 check_case(e.e, c, rng);
             }
         }
@@ -2244,6 +2380,45 @@ TEST_CASE("x86 lowp: few rows times a small B over a long K (dot products), narr
     }
 }
 
+TEST_CASE("x86 lowp AMX: 4-16 rows times s8 B rows off cache lines take the swapped order (was dot products), exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // B stored N x K with rows not whole lines (K, pads, an offset base), read in place as the A tiles of the
+    // swapped order; K tails of a dword and of a step, s8 and u8 A (TN and NN storage), batches, float epilogues,
+    // 1 and 2 threads.
+    std::mt19937 rng(3414);
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{5, 3414, 60, 1}, {7, 958, 96, 2}, {16, 500, 130, 1}, {4, 777, 61, 3}, {9, 1200, 301, 1}};
+    int it = 0;
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        for (const Shape& sh : shapes) {
+            Case c;
+            c.a = it % 2 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch;
+            c.tb = true;
+            c.ta = it % 3 == 1;
+            c.ldb_pad = it % 4 == 2 ? 7 : 0;
+            c.b_offset = it % 5 == 3 ? 3 : 0;
+            c.lda_pad = it % 3 == 2 ? 2 : 0;
+            if (it % 4 == 3) {
+                c.c = JITMM_DTYPE_F32;
+                c.alpha = 0.01f;
+                c.epilogue = JITMM_EPILOGUE_BIAS_GELU_TANH;
+            }
+            INFO("case " << it);
+            ++it;
+            check_case(e.e, c, rng);
+        }
+    }
+}
+
 TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over one block of short K steps",
           "[x86][lowp][amx]") {
     // Few rows times B stored N x K with K one block of short steps (K bytes a multiple of 4 below 64): the tiles
@@ -2284,6 +2459,72 @@ TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over
             }
             check_case(one.e, c, rng);
             check_case(two.e, c, rng);
+        }
+    }
+}
+
+TEST_CASE("x86 lowp VNNI: a K of 1-3 packs B as one run of dwords (gathers, widened rows) with its column sums",
+          "[x86][lowp]") {
+    // pack_b_lowp with panels of one k group and K < 4: every column's dword (its bytes past K zero), the padding
+    // to whole panels zero, the column sums. B ends at a PROT_NONE page (the gathers read a dword per column:
+    // never past the last column's bytes), stored N x K (ldb >= K) and K x N (ldb >= N), widths with tails of
+    // the eight-column vectors.
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(3666);
+    for (bool trans_b : {true, false}) {
+        for (int64_t k : {1, 2, 3}) {
+            for (int64_t width : {1, 7, 8, 9, 33, 3666}) {
+                for (int64_t pad : {0, 1, 5}) {
+                    const int64_t ldb = (trans_b ? k : width) + pad;
+                    const int64_t bytes = trans_b ? (width - 1) * ldb + k : (k - 1) * ldb + width;
+                    const size_t span = static_cast<size_t>((bytes + page - 1) / page * page);
+                    void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    REQUIRE(map != MAP_FAILED);
+                    REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+                    auto* b = static_cast<uint8_t*>(map) + span - bytes;
+                    for (int64_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(rng());
+                    const int nr = 32;
+                    const int64_t padded = (width + nr - 1) / nr * nr;
+                    std::vector<uint32_t> panels(static_cast<size_t>(padded), 0xdeadbeef);
+                    std::vector<int32_t> sums(static_cast<size_t>(padded), 5);
+                    jitmm::x86::pack_b_lowp(jitmm::plan::LowpStep::vnni_u8s8, JITMM_DTYPE_S8, b, ldb, trans_b, 0, k, 0,
+                                            width, nr, 1, panels.data(), sums.data(), false);
+                    int64_t wrong = 0, wrong_sums = 0;
+                    for (int64_t c = 0; c < padded; ++c) {
+                        uint32_t want = 0;
+                        int32_t sum = 5;
+                        for (int64_t e = 0; e < k && c < width; ++e) {
+                            const uint8_t v = b[trans_b ? c * ldb + e : e * ldb + c];
+                            want |= uint32_t(v) << (8 * e);
+                            sum += static_cast<int8_t>(v);
+                        }
+                        wrong += panels[size_t(c)] != want;
+                        wrong_sums += c < width && sums[size_t(c)] != sum;
+                    }
+                    INFO((trans_b ? "NT" : "NN") << " k " << k << " width " << width << " ldb " << ldb);
+                    CHECK(wrong == 0);
+                    CHECK(wrong_sums == 0);
+                    munmap(map, span + page);
+                }
+            }
+        }
+    }
+    // And whole calls: s8 A (the +128 shift and its sums) and u8 A, both layouts, batches, pads, at every tier.
+    const int64_t shapes[][3] = {{9, 3666, 1}, {20, 301, 2}, {3, 40, 3}, {100, 17, 1}};
+    int it = 0;
+    for (const Tier& tier : runnable_tiers()) {
+        EngineGuard e{make_engine(tier.name, 1)};
+        for (const auto& sh : shapes) {
+            Case c;
+            c.a = it % 2 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+            c.b = JITMM_DTYPE_S8;
+            c.m = sh[0]; c.n = sh[1]; c.k = sh[2];
+            c.tb = it % 3 != 1;
+            c.ldb_pad = it % 4 == 2 ? 3 : 0;
+            c.batch = it % 3 == 0 ? 2 : 1;
+            INFO("tier " << tier.name << " case " << it);
+            ++it;
+            check_case(e.e, c, rng);
         }
     }
 }
@@ -2406,6 +2647,101 @@ jitmm::Problem planner_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb
 
 }  // namespace
 
+TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N runs on VNNI, exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // B of at most 512 KB packed per call for a u8 A of 1-4 rows (NN, TN): the VNNI panels; 5 rows, an s8 A, a
+    // larger B and B stored N x K keep their paths. K tails of a dword and of the unroll, ld pads, batches.
+    std::mt19937 rng(232);
+    EngineGuard e{make_engine("amx", 1)};
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta;
+    };
+    const Shape shapes[] = {{1, 232, 268, 1, false}, {2, 333, 101, 3, true}, {4, 500, 300, 1, false},
+                            {3, 700, 97, 2, true},   {1, 100, 1000, 1, false}, {4, 65, 7, 1, false}};
+    int it = 0;
+    for (const Shape& sh : shapes) {
+        Case c;
+        c.a = JITMM_DTYPE_U8;
+        c.b = JITMM_DTYPE_S8;
+        c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch; c.ta = sh.ta;
+        c.lda_pad = it % 2 ? 3 : 0;
+        c.ldb_pad = it % 3 == 1 ? 17 : 0;
+        c.ldc_pad = it % 3 == 2 ? 1 : 0;
+        if (it % 4 == 3) {
+            c.c = JITMM_DTYPE_F32;
+            c.alpha = 0.5f;
+            c.epilogue = JITMM_EPILOGUE_BIAS;
+        }
+        INFO("case " << it);
+        ++it;
+        check_case(e.e, c, rng);
+    }
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    auto step_of = [&](int64_t m, int64_t n, int64_t k, bool ta, jitmm_dtype a) {
+        jitmm::Problem p = planner_problem(m, n, k, ta, false, a, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout.step;
+    };
+    for (const Shape& sh : shapes) CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step_of(5, 500, 300, false, JITMM_DTYPE_U8) == LowpStep::amx_int8);
+    CHECK(step_of(1, 1024, 1024, false, JITMM_DTYPE_U8) == LowpStep::amx_int8);
+    CHECK(step_of(1, 232, 268, false, JITMM_DTYPE_S8) == LowpStep::amx_int8);
+}
+
+TEST_CASE("x86 lowp AMX tier: an s8 A of 1-16 rows over a K below 32 and a wide B stored K x N runs on VNNI, exactly",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    // The +128 shift and its column sums over K tails of a dword and of the unroll, NN and TN, ld pads, batches,
+    // float epilogues; whole tiles over a small B, K = 32 and B stored N x K keep AMX.
+    std::mt19937 rng(794);
+    EngineGuard e{make_engine("amx", 1)};
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta;
+    };
+    const Shape shapes[] = {{4, 794, 27, 1, false}, {2, 1000, 16, 2, true}, {16, 300, 1, 1, false},
+                            {8, 512, 20, 1, true},  {13, 257, 31, 3, false}, {1, 300, 30, 1, false}};
+    int it = 0;
+    for (const Shape& sh : shapes) {
+        Case c;
+        c.a = JITMM_DTYPE_S8;
+        c.b = JITMM_DTYPE_S8;
+        c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch; c.ta = sh.ta;
+        c.lda_pad = it % 2 ? 5 : 0;
+        c.ldb_pad = it % 3 == 1 ? 9 : 0;
+        c.ldc_pad = it % 3 == 2 ? 2 : 0;
+        if (it % 4 == 3) {
+            c.c = JITMM_DTYPE_F32;
+            c.alpha = 0.25f;
+            c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+        }
+        INFO("case " << it);
+        ++it;
+        check_case(e.e, c, rng);
+    }
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    auto step_of = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+        return jitmm::plan::plan_x86_lowp(planner_problem(m, n, k, ta, tb, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu,
+                                          X86Isa::amx, 1)
+            .layout.step;
+    };
+    for (const Shape& sh : shapes) CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, false) == LowpStep::vnni_u8s8);
+    CHECK(step_of(16, 256, 16, false, false) == LowpStep::amx_int8);
+    CHECK(step_of(16, 2000, 32, false, false) == LowpStep::amx_int8);
+    CHECK(step_of(17, 794, 27, false, false) == LowpStep::amx_int8);
+    CHECK(step_of(4, 794, 27, false, true) == LowpStep::amx_int8);
+}
+
 TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside cache lines and K is short",
           "[x86][lowp][plan]") {
     // N chunks would write the line at each chunk edge from two cores on every row: with a short K that costs
@@ -2477,6 +2813,19 @@ TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and thr
                                                     cpu, X86Isa::amx, 1);
     CHECK(aligned.layout.step == LowpStep::amx_int8);
     CHECK(aligned.layout.swap_ab);
+    // From 4 rows the swapped AMX order reads such rows in place too and beats the dot products; 3 keep them.
+    for (int64_t m : {4, 5, 16}) {
+        for (int64_t k : {60, 2000}) {
+            const auto rows = jitmm::plan::plan_x86_lowp(
+                problem(m, 3414, k, false, true, JITMM_DTYPE_U8, JITMM_DTYPE_S32), cpu, X86Isa::amx, 1);
+            INFO(rows.describe());
+            CHECK(rows.layout.step == LowpStep::amx_int8);
+            CHECK(rows.layout.swap_ab);
+        }
+    }
+    CHECK(jitmm::plan::plan_x86_lowp(problem(3, 3414, 300, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu,
+                                     X86Isa::amx, 1)
+              .layout.dot_nt);
     // Two columns over a 1.7 MB A: the A's bytes call for threads the products alone would not.
     const auto tall = jitmm::plan::plan_x86_lowp(problem(2304, 2, 768, true, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32), cpu,
                                                  X86Isa::amx, 2);
@@ -2704,6 +3053,23 @@ TEST_CASE("x86 lowp planner: the AMX roles swap only over an N wide for the rows
     CHECK_FALSE(swapped(128, 256, 2));
     CHECK(swapped(128, 512, 2));
     CHECK(swapped(16, 128, 16));
+}
+
+TEST_CASE("x86 lowp planner: s8 B rows off cache lines, the swapped AMX order or the VNNI dot products by rows and K",
+          "[x86][lowp][plan]") {
+    // The swapped tiles pad the rows to 16: from 8 rows they win at any K, from 4 over a short K or a B past L2.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k) {
+        jitmm::Problem p = planner_problem(m, n, k, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32);
+        p.b_type = JITMM_DTYPE_S8;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout;
+    };
+    CHECK(plan(5, 3414, 60).swap_ab);
+    CHECK(plan(8, 282, 2306).swap_ab);
+    CHECK(plan(4, 1000, 2306).swap_ab);  // 2.3 MB of B
+    CHECK_FALSE(plan(4, 282, 2306).swap_ab);
+    CHECK(plan(4, 282, 2306).step == jitmm::plan::LowpStep::vnni_u8s8);
+    CHECK_FALSE(plan(6, 282, 1000).swap_ab);
 }
 
 TEST_CASE("x86 lowp planner: AMX int8 over one K block with a dword tail reads the rows in place",

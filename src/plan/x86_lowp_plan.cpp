@@ -128,6 +128,17 @@ constexpr int64_t kShortKVnniMaxK = 32;
 constexpr double kShortKVnniMinC = 16384;
 constexpr double kShortKVnniMinTailC = 2048;
 
+// A u8 A of at most this many rows times a B stored K x N of at most this many bytes runs on VNNI (choose_step).
+constexpr int64_t kDecodeVnniMaxRows = 4;
+constexpr int64_t kDecodeVnniMaxBBytes = 512 * 1024;
+
+// An s8 A of at most this many rows over a K below this and at least this many columns of a B stored K x N runs on
+// VNNI, unless its tiles are whole and B at most this many bytes (choose_step).
+constexpr int64_t kFewRowsVnniMaxRows = 16;
+constexpr int64_t kFewRowsVnniMaxK = 32;
+constexpr int64_t kFewRowsVnniMinColumns = 256;
+constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
+
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
 constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
@@ -160,7 +171,26 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK &&
                                   (c_values >= kShortKVnniMinC || (tails && c_values >= kShortKVnniMinTailC)) &&
                                   (p.a_type == JITMM_DTYPE_U8 || (p.k <= 8 && p.n >= 256));
-        if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni)
+        // A u8 A of a few rows times a B stored K x N of at most kDecodeVnniMaxBBytes: packing B is the call either
+        // way (each packed value is used by the few rows once), and VNNI's panels pack with less padding and no
+        // tile configuration. 1 thread, median us, AMX -> VNNI: u8 1x232x268 3.24 -> 2.12, x8 26.3 -> 17.6,
+        // 1x512x256 5.5 -> 4.6, 1x1024x512 21.5 -> 19.3, 4x512x256 6.0 -> 5.5, 4x500x300 6.9 -> 6.2, 1x100x1000 4.8
+        // -> 4.1; kept AMX: 4x1024x512 23.3 (23.9), 8x512x256 5.8 (7.5), 1x1024x1024 45.6 (52.1), and an s8 A
+        // (1x232x268 3.2, VNNI with its shift 3.6).
+        const bool decode_vnni = p.a_type == JITMM_DTYPE_U8 && p.b_type == JITMM_DTYPE_S8 && !p.trans_b &&
+                                 p.m <= kDecodeVnniMaxRows && p.k * p.n <= kDecodeVnniMaxBBytes;
+        // An s8 A of a few rows over a K short of a half step and a wide B stored K x N: its +128 shift costs little
+        // next to the AMX tails and steps of 64 bytes for a K of a few bytes. 1 thread, median us, AMX -> VNNI:
+        // s8 4x794x27 2.06 -> 1.43 (TN 2.10 -> 1.47), 2x1000x16 2.21 -> 1.03, 16x794x27 3.54 -> 2.99, 8x512x20 1.25
+        // -> 0.90, 16x1024x24 4.18 -> 3.16, 8x4096x16 9.8 -> 8.1, 4x300x20 and 1x300x30 even. Whole 16 x 16 tiles
+        // over a B of at most 16 KB keep AMX (one generated function for the call: 16x256x16 0.26, VNNI 0.51), and
+        // so do K = 32 (16x2000x32 6.7, VNNI 7.3) and B stored N x K (4x794x27 NT 1.49, VNNI 2.07).
+        const bool whole_small = p.m % 16 == 0 && p.n % 16 == 0 && p.k * p.n <= kFewRowsVnniWholeBBytes;
+        const bool few_rows_vnni = p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 && !p.trans_b &&
+                                   p.k < kFewRowsVnniMaxK && p.m <= kFewRowsVnniMaxRows &&
+                                   p.n >= kFewRowsVnniMinColumns && !whole_small;
+        if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni && !decode_vnni &&
+            !few_rows_vnni)
             return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
         if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm
@@ -321,6 +351,25 @@ constexpr int64_t kSwapMinColumnsPerRowThreads = 4;
 // bf16 1x2414x1348 0.54 -> 0.89, 30x2747x1417 0.60 -> 1.00, 8x4096x4100 0.94 -> 1.55; s8 30x2747x1417 0.66 ->
 // 1.06). The caller says no where the VNNI dot products serve instead (they read such rows in place: s8
 // 1x2414x1348 1.46 swapped -> 1.11, 8x4096x4100 1.37 -> 1.28).
+// From this many rows the swapped order beats the dot products over such rows too: it reads them in place at any
+// stride for up to 128 rows (amx_rows_any_stride), where the dot products' lane reductions grow with the rows. 1
+// thread, median us, dot -> swapped, s8: 5x3414x60 16.0 -> 7.4 (u8 too), 4x3414x130 20.2 -> 12.2, 8x3414x300 52 ->
+// 23, 16x3414x1500 752 -> 392, 4x2414x1348 355 -> 233, 16x4096x4100 3983 -> 1194, 4x500x700 5.9 -> 6.4; fewer rows
+// are mixed (3x3414x60 8.4 -> 6.5, 3x3414x300 19.0 -> 20.0, 2x3414x300 15.0 -> 19.3) and keep the dot products.
+// Under 8 rows only over a short K or a B past L2: the swapped tiles pad the rows to 16, and over a long K in
+// cache the dot products' reductions weigh less (u8, dot -> swapped: 4x282x2306 8.9 -> 15.8, 6x282x2306 13.7
+// -> 16.0, 4x282x1000 4.1 -> 6.0, 4x500x700 5.3 -> 6.8; 8x282x2306 even, 16x282x2306 33 -> 17, 4x1000x2306 (B
+// 2.3 MB) 213 -> 159).
+constexpr int64_t kSwapOverDotMinRows = 4;
+constexpr int64_t kSwapOverDotAnyKRows = 8;
+constexpr int64_t kSwapOverDotShortK = 256;
+
+bool swap_beats_dot(const Problem& p, int64_t l2) {
+    const double b_bytes = double(p.n) * double(p.k) * double(p.batch > 1 && p.stride_b != 0 ? p.batch : 1);
+    return p.m >= kSwapOverDotAnyKRows ||
+           (p.m >= kSwapOverDotMinRows && (p.k <= kSwapOverDotShortK || b_bytes > double(l2)));
+}
+
 bool swap_fits(const Problem& p, LowpStep step, int num_threads, bool rows_off_lines_ok) {
     const char* env = std::getenv("JITMM_X86_LOWP_SWAP");  // 0: the normal roles (measurements)
     if (env != nullptr && env[0] == '0') return false;
@@ -636,7 +685,8 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         L.step = LowpStep::dot_bf16;
         return plan_dot(p, L, num_threads);
     }
-    const bool swap = swap_fits(p, L.step, num_threads, !int8_dot);
+    const bool swap =
+        swap_fits(p, L.step, num_threads, !int8_dot || swap_beats_dot(p, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1 << 20));
     if (int8_dot && !swap) L.step = LowpStep::vnni_u8s8;
     // The +128 shift that makes an s8 A usable by vpdpbusd, and the zero point, both come out as a multiple
     // of B's column sums.

@@ -59,6 +59,8 @@ private:
     // Whether the calls over this A (its first row) pack it: the plan says so, or AMX tile rows of it in place
     // would not start cache lines.
     bool packs_a(const uint8_t* a) const;
+    // AMX: the column tail panels load another tile configuration than the full panels.
+    bool tail_config_differs() const;
     // LowpLayout::swap_ab: tiles over N (rows) x M (columns) with B's rows in the A tiles; chunk.n0/n1 only.
     // shared_a: op(A)^T already packed for every K block (by pack_swapped_a_shared), else the chunk packs it.
     void run_swapped_chunk(const Chunk& chunk, const RunArgs& args, float scale, const uint8_t* shared_a) const;

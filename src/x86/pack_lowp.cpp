@@ -216,6 +216,38 @@ __attribute__((target("avx2"))) void panel_column_sums(const uint32_t* panel, in
     }
 }
 
+}  // namespace
+
+__attribute__((target("avx2"))) void scale_column_sums(int32_t* sums, int64_t n, int32_t factor) {
+    const __m256i f = _mm256_set1_epi32(factor);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        auto* at = reinterpret_cast<__m256i*>(sums + j);
+        _mm256_storeu_si256(at, _mm256_mullo_epi32(_mm256_loadu_si256(at), f));
+    }
+    for (; j < n; ++j) sums[j] *= factor;
+}
+
+// Each s8 byte XOR 0x80 is its value + 128 as u8, which vpsadbw sums eight at a time: one XOR, one sum and one add
+// per 32 bytes (the compiler's widening loop took as long as the dot products of 11x39x3035 NT s8).
+__attribute__((target("avx2"))) void s8_row_sums(const void* rows, int64_t ld, int64_t count, int64_t bytes,
+                                                 int32_t* sums) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), zero = _mm256_setzero_si256();
+    for (int64_t r = 0; r < count; ++r) {
+        const auto* row = static_cast<const uint8_t*>(rows) + r * ld;
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t i = 0; i < bytes; i += 32) {
+            const __m256i x = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)), flip);
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(x, zero));
+        }
+        const __m128i half = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        const int64_t biased = _mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1);
+        sums[r] = static_cast<int32_t>(biased - 128 * bytes);
+    }
+}
+
+namespace {
+
 // Row-major int8 B, k groups of 4: 32 columns at a time, four rows interleaved bytewise into column quads.
 // Columns past `cols` (the last panel's tail) read as zero through a zero-padded copy of the rows.
 // A row segment of `bytes` (< 32) bytes, zero padded: one masked load where AVX-512 (BW+VL) is there (kept out
@@ -521,6 +553,52 @@ __attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b,
 }
 #pragma GCC diagnostic pop
 
+// The partial k group of a transposed B (`bytes` < 4 bytes of each of `cols` columns, ld_bytes apart, from
+// `tail`): a dword per column, its bytes past K zero. Eight columns a dword gather, masked to the group's bytes;
+// a gathered dword reads past its column's bytes, so the columns whose dword would pass the panel's last byte
+// go one at a time (nothing past B is read). A byte at a time for every column was most of packing K = 1 (9x3666x1
+// NT s8 on VNNI).
+__attribute__((target("avx2"))) void pack_b_partial_group(const uint8_t* tail, int64_t ld_bytes, int64_t bytes,
+                                                          int cols, uint32_t* dwords) {
+    int c = 0;
+    const int64_t last_byte = (cols - 1) * ld_bytes + bytes;  // one past the panel's last byte
+    if (ld_bytes * cols < (int64_t(1) << 31)) {
+        const __m256i keep = _mm256_set1_epi32(static_cast<int>((1u << (8 * bytes)) - 1));
+        const __m256i index = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                 _mm256_set1_epi32(static_cast<int>(ld_bytes)));
+        for (; c + 8 <= cols && (c + 7) * ld_bytes + 4 <= last_byte; c += 8) {
+            const __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(tail + c * ld_bytes), index, 1);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dwords + c), _mm256_and_si256(v, keep));
+        }
+    }
+    for (const uint8_t* at = tail + c * ld_bytes; c < cols; ++c, at += ld_bytes) {
+        uint32_t v = at[0];
+        if (bytes > 1) v |= uint32_t(at[1]) << 8;
+        if (bytes > 2) v |= uint32_t(at[2]) << 16;
+        std::memcpy(dwords + c, &v, 4);
+    }
+}
+
+// The same partial group from a row-major B (`k_len` < 4 rows of `cols` int8 columns, ldb apart): row e's bytes
+// widened to dwords and shifted into byte e, eight columns at a time.
+__attribute__((target("avx2"))) void pack_b_rows_partial_group(const uint8_t* rows, int64_t ldb, int64_t k_len,
+                                                               int64_t cols, uint32_t* dwords) {
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+        __m256i v = _mm256_setzero_si256();
+        for (int64_t e = 0; e < k_len; ++e) {
+            const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows + e * ldb + c));
+            v = _mm256_or_si256(v, _mm256_slli_epi32(_mm256_cvtepu8_epi32(bytes), static_cast<int>(8 * e)));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dwords + c), v);
+    }
+    for (; c < cols; ++c) {
+        uint32_t v = 0;
+        for (int64_t e = 0; e < k_len; ++e) v |= uint32_t(rows[e * ldb + c]) << (8 * e);
+        dwords[c] = v;
+    }
+}
+
 // The fast paths: the packed element is the stored one (no conversion) and the panel width is whole 16-column
 // vectors. Returns false when the generic path has to do it.
 bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, bool trans_b, int64_t k0,
@@ -536,6 +614,21 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     const bool vbmi = masked && vbmi_allowed;
     const bool b_signed = b_type == JITMM_DTYPE_S8;
     const int64_t panel_bytes = groups * nr * 4;
+    if (bytes && groups == 1 && k_len < g) {
+        // A K of one partial group in panels of one group: the panels are one run of dwords, a column each, packed
+        // and summed in one pass each (panel by panel, the calls cost more than the packing: 9x3666x1 s8, NT and
+        // NN).
+        auto* dwords = static_cast<uint32_t*>(out);
+        if (trans_b && width * ldb >= (int64_t(1) << 31)) return false;
+        if (trans_b)
+            pack_b_partial_group(static_cast<const uint8_t*>(b) + j0 * ldb + k0, ldb, k_len, static_cast<int>(width),
+                                 dwords);
+        else pack_b_rows_partial_group(static_cast<const uint8_t*>(b) + k0 * ldb + j0, ldb, k_len, width, dwords);
+        const int64_t padded = ceil_div(width, nr) * nr;
+        std::memset(dwords + width, 0, static_cast<size_t>((padded - width) * 4));
+        if (colsum) panel_column_sums(dwords, 1, static_cast<int>(width), padded, colsum, b_signed);
+        return true;
+    }
     if (!trans_b) {
         // Row-major B: K in slices of 16 rows, every panel per slice, so that B's rows are read along their
         // length by few enough streams for the prefetchers (a panel at a time over all of K touches a new
@@ -585,17 +678,9 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
         // The partial group: a dword per column, its bytes past K zero (a byte at a time per k and column was
         // most of packing a short K: 19x684x6 NT s8 on AMX).
         const int64_t tail_bytes = (k_len - full * g) * esz;
-        if (tail_bytes > 0) {
-            auto* dwords = reinterpret_cast<uint32_t*>(panel) + full * nr;
-            const uint8_t* tail = src + full * g * esz;
-            const int64_t ld_bytes = ldb * esz;
-            for (int c = 0; c < cols; ++c, tail += ld_bytes) {
-                uint32_t v = tail[0];
-                if (tail_bytes > 1) v |= uint32_t(tail[1]) << 8;
-                if (tail_bytes > 2) v |= uint32_t(tail[2]) << 16;
-                std::memcpy(dwords + c, &v, 4);
-            }
-        }
+        if (tail_bytes > 0)
+            pack_b_partial_group(src + full * g * esz, ldb * esz, tail_bytes, cols,
+                                 reinterpret_cast<uint32_t*>(panel) + full * nr);
         // The column sums from the packed dwords (zero past K and past the columns), 8 columns a vector: the
         // scalar walk along each stored row was most of packing a short K (19x684x6 NT s8 on VNNI).
         if (sums) panel_column_sums(reinterpret_cast<const uint32_t*>(panel), ceil_div(k_len, g), cols, nr, sums,

@@ -37,6 +37,14 @@ void pack_a_lowp(plan::LowpStep step, jitmm_dtype a_type, const void* a, int64_t
 // for the tile rows of a K block's last, partial step. Reads nothing past each row's `bytes` (masked loads).
 void pack_amx_last_step(const void* src, int64_t ld_bytes, int rows, int bytes, void* dst);
 
+// sums[j] *= factor for j < n (the column sums times the +128 shift and the zero point), eight at a time: the
+// compiler's SSE2 multiply loop was a tenth of 9x3666x1 NT s8 on VNNI.
+void scale_column_sums(int32_t* sums, int64_t n, int32_t factor);
+
+// sums[r] = the sum of the s8 values of row r (rows `ld` bytes apart, r < count) over its first `bytes` bytes, a
+// multiple of 32 (the dot path's packed A rows, zero padded).
+void s8_row_sums(const void* rows, int64_t ld, int64_t count, int64_t bytes, int32_t* sums);
+
 // Scalar conversions, shared with the tests' references.
 float bf16_to_f32(uint16_t h);
 float f16_to_f32(uint16_t h);
