@@ -17,7 +17,8 @@ struct TileShape {
 };
 
 // Candidate register tiles (rows x vectors). Each leaves the B vectors, a broadcast register and
-// kEpilogueTemps scratch registers free (plus the column mask register on AVX2).
+// kEpilogueTemps scratch registers free (plus the column mask register on AVX2); the one-row tiles read B from
+// memory (b_from_memory), 1 x 14 being the one-row shapes' (choose_tile).
 constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {12, 2}, {2, 8}, {1, 28}, {1, 14}};
 constexpr TileShape kAvx2Tiles[] = {{6, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
 
@@ -356,19 +357,20 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // tiles read B from L2, where the prefetches only take load slots, which a small B does not repay (328x165x34
     // x15, B 8% of a batch: 316 -> 359 us).
     const double b_own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
-    const double batch_bytes = 4.0 * (double(p.m) * double(p.k) + double(p.k) * double(p.n) + double(p.m) * double(p.n));
+    const double b_batch_bytes = 4.0 * double(p.k) * double(p.n);
+    const double batch_bytes = b_batch_bytes + 4.0 * (double(p.m) * double(p.k) + double(p.m) * double(p.n));
     const bool b_streams_from_memory =
         !plan.pack_b && !b_rows_in_place &&
         (b_share_bytes * b_own_batches > double(l2) ||
-         (b_own_batches > 1 && 4.0 * 4.0 * double(p.k) * double(p.n) >= batch_bytes &&
-          batch_bytes * b_own_batches > double(l2)));
+         (b_own_batches > 1 && 4.0 * b_batch_bytes >= batch_bytes && batch_bytes * b_own_batches > double(l2)));
     const bool b_far_rows_fit = double(kBRowPrefetchSteps) * double(p.ldb) * 4.0 <= double(l2) / 4 &&
                                 (p.ldb * 4) % 4096 != 0;
     // A B read in place from L2 by one row tile of one or two rows (the fewest FMAs per B vector), its rows off
-    // 64-byte lines: every B vector is a load split over two lines, and the rows two k steps on are prefetched (1 thread: 1x2155x41 4.66 -> 3.71 us, 1x783x276
-    // 10.5 -> 9.0, 2x3295x76 12.2 -> 11.2; rows on whole lines gained nothing, 1x512x512 7.0 -> 7.7). Not for a
-    // short K, whose few rows the prefetches run past (1x2265x3 TN 0.17 -> 0.34 us), nor for several row tiles
-    // reading B again (19x263x924 x34 with one B: 2140 -> 2190), nor for taller tiles (6x82x3822 24.4 -> 28.6).
+    // 64-byte lines: every B vector is a load split over two lines, and the rows two k steps on are prefetched
+    // (1 thread: 1x2155x41 4.66 -> 3.71 us, 1x783x276 10.5 -> 9.0, 2x3295x76 12.2 -> 11.2; rows on whole lines
+    // gained nothing, 1x512x512 7.0 -> 7.7). Not for a short K, whose few rows the prefetches run past (1x2265x3
+    // TN 0.17 -> 0.34 us), nor for several row tiles reading B again (19x263x924 x34 with one B: 2140 -> 2190),
+    // nor for taller tiles (6x82x3822 24.4 -> 28.6).
     const bool b_split_rows_from_l2 = !plan.pack_b && !b_rows_in_place && !b_streams_from_memory &&
                                       m_tiles == 1 && L.mr <= 2 && (p.ldb * 4) % 64 != 0 && p.k >= 16;
     if (std::getenv("JITMM_X86_PF") == nullptr) {
