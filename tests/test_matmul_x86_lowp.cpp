@@ -128,6 +128,7 @@ struct Case {
     bool share_b = false;
     int a_fill = 1000, b_fill = 1000;  // int8 constants for the saturation corners (1000: random)
     int64_t b_offset = 0;              // elements B starts past a 64-byte boundary
+    bool poison_pads = false;          // bf16/f16 A and B: NaN, +Inf and -Inf in the rows' padding past width
 };
 
 // The A, B and C types of a case from a row of a test's {a, b, c} type table.
@@ -189,6 +190,13 @@ void check_case(jitmm_engine* engine, const Case& c, std::mt19937& rng) {
     else fill_random(a, rng);
     if (c.b_fill != 1000) fill_constant_int8(b, c.b_fill);
     else fill_random(b, rng);
+    if (c.poison_pads && !is_int8(c.a)) {  // what a kernel reads past a row's width must never count
+        const uint16_t poison[3] = {0x7fc0, 0x7f80, 0xff80};  // bf16 NaN, +Inf, -Inf (f16: NaN, NaN, NaN)
+        for (size_t i = 0; i < a.size(); ++i)
+            if (int64_t(i) % lda >= a_cols) a.set_bits16(i, poison[i % 3]);
+        for (size_t i = c.b_offset; i < b.size(); ++i)
+            if (int64_t(i - c.b_offset) % ldb >= b_cols) b.set_bits16(i, poison[i % 3]);
+    }
     const bool bias_on = has_bias(c.epilogue);
     Buffer bias(c.bias_type, bias_on ? (c.bias_layout == JITMM_BIAS_PER_ROW ? c.m : c.n) : 1);
     fill_random(bias, rng);
@@ -3483,6 +3491,163 @@ TEST_CASE("x86 lowp f16: transposed operands packed by gathers (B stored N x K a
             c.ldb_pad = it % 3 ? 0 : 7;
             c.beta = it % 4 == 3 ? 0.5f : 0.0f;
             c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
+            check_case(e.e, c, rng);
+            ++it;
+        }
+    }
+}
+
+// bf16 AMX in the swapped order over a K that ends inside a 64-byte step: the whole steps read B's rows in place,
+// the last from a zero-padded copy (plan::amx_swapped_last_step_copied). The rows' padding past K holds NaN and
+// Inf (0 x Inf is a NaN), B's rows are aligned or not, K odd, one K block or several, batches, threads.
+TEST_CASE("x86 lowp AMX bf16 swapped: the last partial K step from a copy; NaN and Inf past K never count",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(4242);
+    EngineGuard one{make_engine("amx", 1)};
+    EngineGuard two{make_engine("amx", 2)};
+    struct Shape {
+        int64_t m, n, k, ldb_pad, b_offset, batch;
+    };
+    // K 15 and 33: no whole step before the copied one, or one; 100 and 1000 over aligned rows (ldb 128, 1024),
+    // 999 and 1000 over rows not 64-byte aligned (ldb 1000, B's base off a line); 2100 at 225 rows: two K blocks.
+    // (33x70x77 and 3x130x15 take the normal order: neighbours.)
+    const Shape shapes[] = {{16, 300, 1000, 24, 0, 1}, {8, 300, 100, 28, 0, 2},  {3, 700, 15, 17, 0, 3},
+                            {5, 600, 33, 31, 0, 1},    {33, 70, 77, 3, 0, 2},    {7, 200, 999, 1, 3, 1},
+                            {8, 4100, 4100, 60, 0, 1}, {40, 129, 1000, 24, 5, 2}, {3, 130, 15, 17, 0, 1},
+                            {225, 460, 2100, 12, 0, 1}};
+    for (const Shape& s : shapes)
+        for (jitmm_engine* e : {one.e, two.e}) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_BF16;
+            c.c = JITMM_DTYPE_F32;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.tb = true;
+            c.lda_pad = 5;
+            c.ldb_pad = s.ldb_pad;
+            c.ldc_pad = 3;
+            c.b_offset = s.b_offset;
+            c.poison_pads = true;
+            check_case(e, c, rng);
+        }
+}
+
+TEST_CASE("x86 lowp planner: bf16 with B stored N x K over few rows takes vdpbf16ps dot products",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, int64_t ldb_pad, int64_t batch) {
+        jitmm::Problem p = planner_problem(m, n, k, ta, true, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+        p.ldb += ldb_pad;
+        p.batch = batch;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1);
+    };
+    using jitmm::plan::LowpStep;
+    const auto few = plan(3, 34, 840, false, 0, 16);
+    INFO(few.describe());
+    CHECK(few.layout.dot_nt);
+    CHECK(few.layout.step == LowpStep::dot_bf16);
+    CHECK(few.kc == 864);  // whole vectors of 32
+    CHECK(plan(1, 1000, 1000, false, 0, 1).layout.dot_nt);  // rows not whole lines: the swapped path copies them
+    CHECK(plan(3, 1000, 1000, false, 0, 1).layout.dot_nt);
+    CHECK(plan(1, 512, 1024, false, 0, 1).layout.dot_nt);   // whole lines, B within half of L2
+    CHECK(plan(5, 40, 700, true, 0, 6).layout.dot_nt);      // 4-8 rows over one or two panels of few columns
+    CHECK(plan(8, 8, 2048, false, 0, 8).layout.dot_nt);
+    // AMX: the swapped path over whole-line rows (a B past half of L2 at one row), more columns per row, K 256.
+    CHECK_FALSE(plan(1, 1024, 1024, false, 0, 1).layout.dot_nt);
+    CHECK_FALSE(plan(2, 512, 1024, false, 0, 1).layout.dot_nt);
+    CHECK_FALSE(plan(3, 64, 256, false, 0, 4).layout.dot_nt);
+    CHECK_FALSE(plan(8, 32, 1024, false, 0, 4).layout.dot_nt);
+    CHECK_FALSE(plan(6, 16, 256, false, 0, 16).layout.dot_nt);
+    CHECK_FALSE(plan(9, 16, 1024, false, 0, 1).layout.dot_nt);
+    CHECK_FALSE(plan(2, 500, 16, false, 0, 1).layout.dot_nt);  // K under a vector
+    // 2-3 rows over the swapped path's copied rows: a K of 128 or more (a short one is mostly reductions).
+    CHECK_FALSE(plan(3, 779, 35, false, 0, 1).layout.dot_nt);
+    CHECK(plan(1, 779, 35, false, 0, 1).layout.dot_nt);
+    CHECK(plan(3, 20, 70, false, 0, 8).layout.dot_nt);  // no swapped path: few columns
+}
+
+// bf16 dot products (vdpbf16ps over B's rows in place, LowpLayout::dot_nt with dot_bf16): 1, 2-3 and 4-row
+// tiles with row tails, K tails (the lanes past K masked; NaN and Inf in the rows' padding), A stored K x M, B's
+// rows off lines and its base off a line, epilogues and bf16 C, batches, threads.
+TEST_CASE("x86 lowp bf16: dot products over B stored N x K (K tails; NaN past K; layouts; batches; threads)",
+          "[x86][lowp]") {
+    std::mt19937 rng(1507);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta;
+    };
+    const Shape shapes[] = {{3, 34, 840, 3, false}, {1, 300, 100, 1, false}, {2, 24, 257, 2, true},
+                            {5, 40, 700, 2, true},  {8, 8, 2048, 1, false},  {7, 17, 513, 2, false},
+                            {1, 1000, 33, 1, false}, {4, 16, 1024, 1, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        if (std::string(tier.name) != "avx512_bf16" && std::string(tier.name) != "amx") continue;
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = c.b = JITMM_DTYPE_BF16;
+                c.c = it % 3 == 1 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = true;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 ? 5 : 0;
+                c.ldc_pad = it % 4 == 1 ? 2 : 0;
+                c.b_offset = it % 4 == 3 ? 7 : 0;
+                c.poison_pads = true;
+                c.alpha = it % 5 == 2 ? 0.5f : 1.0f;
+                c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                if (std::string(tier.name) == "amx" && threads == 1) {
+                    jitmm_matmul_desc d;
+                    REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+                    d.m = s.m; d.n = s.n; d.k = s.k; d.batch_count = s.batch;
+                    d.trans_a = s.ta; d.trans_b = true;
+                    d.a_type = d.b_type = JITMM_DTYPE_BF16; d.c_type = JITMM_DTYPE_F32;
+                    d.stride_a = s.m * s.k; d.stride_b = s.n * s.k; d.stride_c = s.m * s.n;
+                    CHECK(generator_of(e.e, d) == "x86_bf16_dot_avx512");
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
+// A bf16 A stored K x M over a K of 1-8 for the converted FMAs (dense panel rows, panel_ld = K): 16 stored rows'
+// values widened a vector each and interleaved by permutes into the panel (pack_lowp widen_transposed_dense).
+// Row tails within a 16-row block and a 28-row tile, every K up to 8 (whole and partial output vectors), lda past
+// M, B stored either way, batches, every tier (the AMX tier runs these FMAs for K <= 4 and odd K <= 7).
+TEST_CASE("x86 lowp bf16: A stored K x M over a short K packed by permutes (K 1-8; row tails; tiers)", "[x86][lowp]") {
+    std::mt19937 rng(1508);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool tb;
+    };
+    const Shape shapes[] = {{1686, 4, 3, 2, true}, {45, 7, 1, 1, false}, {17, 33, 5, 1, false}, {100, 3, 7, 2, true},
+                            {29, 16, 8, 1, true},  {3, 20, 2, 1, false}, {60, 9, 6, 1, true},   {31, 5, 4, 3, false}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        EngineGuard e{make_engine(tier.name, 1)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_BF16;
+            c.c = it % 3 == 2 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.ta = true;
+            c.tb = s.tb;
+            c.lda_pad = it % 2 ? 5 : 0;
+            c.ldb_pad = it % 3 ? 2 : 0;
+            c.ldc_pad = it % 4 == 1 ? 3 : 0;
+            c.poison_pads = true;
+            c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_RELU : JITMM_EPILOGUE_NONE;
             check_case(e.e, c, rng);
             ++it;
         }

@@ -530,6 +530,53 @@ bool f16_dot_fits(const Problem& p, const LowpLayout& L) {
     return dot_family_serves(as_f32, L.isa);
 }
 
+// bf16 with B stored N x K over few rows (up to kBf16DotMaxRows): vdpbf16ps dot products along K read B's rows in
+// place (LowpLayout::dot_nt), where AMX packs all of B into 32-column panels whose tiles are mostly padding, or
+// (swapped, from 64 columns) copies rows that are not whole lines. The dot products are bound by vdpbf16ps
+// (~100 GFLOP/s a core: B at ~100 / M GB/s) or by reading B; the AMX paths read B at ~50-60 GB/s swapped over
+// whole-line rows (prefetching the next rows from memory), ~20 over copied rows, 12-45 in the normal order over
+// few columns. So at the AMX tier: one row, unless the swapped path reads whole-line rows of a B past half of L2
+// (1 thread, median us, AMX / dot: 1x1024x1024 92 / 119, 1x256x1024 x8 277 / 307, 1x4096x4096 2011 / 2140,
+// 1x11008x4096 3750 / 4265; within it 1x512x1024 17 / 10, 1x64x2048 x4 29 / 9.2); 2-3 rows unless the swapped
+// path reads whole-line rows (or copies rows over a K under kBf16DotMinKSwapped); 4-8 rows over one or two column panels of few columns (M times the columns per
+// 32-column panel at most kBf16DotMaxRowPanelColumns) and a K of kBf16DotMinKManyRows or more (AMX's fixed
+// costs weigh less at K = 256). 1 thread, median us, AMX -> dot: 3x34x840 NT x16 80 -> 25, 1x34x840 x16 79 ->
+// 9.5, 2x16x512 x8 8.3 -> 2.6, 1x1000x1000 86 -> 32, 2x1000x1000 89 -> 42, 3x1000x1000 87 -> 55, 1x300x100
+// 1.8 -> 0.95, 4x16x1024 x8 22 -> 10, 4x48x512 x8 20 -> 15, 5x40x700 TT x6 26 -> 18, 8x8x2048 x8 42 -> 21;
+// kept AMX: 2x512x1024 16.9 (dot 17.5), 3x512x256 3.0 (7.2), 3x64x256 x4 2.4 (3.8), 4x64x1024 x4 15.7 (19.1),
+// 8x32x1024 x4 10.8 (19.5), 8x24x512 x8 11.1 (15.3), 6x16x256 x16 4.2 (8.5), 5x32x2048 x4 even.
+constexpr int64_t kBf16DotMaxRows = 8;
+constexpr int64_t kBf16DotMaxRowsAnyColumns = 3;
+constexpr int64_t kBf16DotMaxRowPanelColumns = 128;
+constexpr int64_t kBf16DotMinKManyRows = 512;
+constexpr int64_t kBf16DotMinKSwapped = 128;
+
+bool bf16_dot_fits(const Problem& p, const LowpLayout& L, int num_threads, int64_t l2) {
+    const char* env = std::getenv("JITMM_X86_LOWP_DOT");
+    if (env != nullptr && env[0] == '0') return false;
+    if (p.a_type != JITMM_DTYPE_BF16 || p.b_type != JITMM_DTYPE_BF16 || L.isa < hw::X86Isa::avx512_bf16 ||
+        !p.trans_b || p.a_zero_point != 0 || p.m > kBf16DotMaxRows || p.k < 32 ||
+        p.ldb * dtype_size(p.b_type) * 15 >= (int64_t(1) << 31))
+        return false;
+    const char* forced = std::getenv("JITMM_X86_LOWP_BF16_DOT");  // 0/1: measurements
+    if (forced != nullptr) return forced[0] == '1';
+    // Without AMX the alternative packs B into f32 panels for the FMAs: 1 thread, median us, fma_f32 -> dot,
+    // avx512_bf16 tier: 3x34x840 x16 147 -> 25, 2x4096x4096 10280 -> 2420, 8x32x256 x16 36 -> 22, 8x300x100 8.8
+    // -> 6.7, 8x16x1024 x8 30 -> 20 (all 46 shapes of 1-8 rows measured faster).
+    if (L.step != LowpStep::amx_bf16) return true;
+    const bool swapped_whole_lines = swap_fits(p, LowpStep::amx_bf16, num_threads, false);
+    const double b_bytes = double(p.n) * double(p.ldb) * double(dtype_size(p.b_type)) * double(p.batch);
+    if (p.m == 1) return !swapped_whole_lines || b_bytes <= double(l2) / 2;
+    // 2-3 rows over the swapped path's copied rows, a short K: each dot product is mostly its reduction (1 thread,
+    // median us, AMX / dot: 3x779x35 3.4 / 3.8, 2x500x48 1.3 / 1.7, 3x300x40 x4 3.5 / 5.9; 2x800x100 even).
+    if (p.m <= kBf16DotMaxRowsAnyColumns)
+        return !swapped_whole_lines &&
+               (p.k >= kBf16DotMinKSwapped || !swap_fits(p, LowpStep::amx_bf16, num_threads, true));
+    const int64_t panels = ceil_div(p.n, int64_t(32));
+    return !swapped_whole_lines && panels <= 2 && p.k >= kBf16DotMinKManyRows &&
+           p.m * ceil_div(p.n, panels) <= kBf16DotMaxRowPanelColumns;
+}
+
 // The most lines of one A tile (rows of `row_lines` cache lines each, `stride_lines` apart) that share an L1
 // set: 64 sets of 64-byte lines (48 KB, 12 ways, and every Intel L1D since Sandy Bridge has 64 sets).
 int64_t a_tile_lines_per_l1_set(int64_t stride_lines, int64_t row_lines, int rows) {
@@ -636,6 +683,10 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // becomes, 1 thread: AMX 97 us, VNNI dot 32) and the swapped AMX path copies them tile by tile.
     const bool int8_dot = L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 &&
                           dot_fits(p, LowpStep::vnni_u8s8, L.isa);
+    if (bf16_dot_fits(p, L, num_threads, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024)) {
+        L.step = LowpStep::dot_bf16;
+        return plan_dot(p, L, num_threads);
+    }
     const bool swap =
         swap_fits(p, L.step, num_threads, !int8_dot || swap_beats_dot(p, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1 << 20));
     if (int8_dot && !swap) L.step = LowpStep::vnni_u8s8;

@@ -63,6 +63,14 @@ inline int64_t amx_k_overrun_bytes(LowpStep s, int64_t k_len) {
     const int64_t step = amx_k_step_bytes(s, k_len);
     return (k_len + step - 1) / step * step - k_len;
 }
+// AMX bf16 in the swapped order (B's rows, stored N x K, in the A tiles): the K block of k_len (the call's only
+// one, or its last) ends inside a step, whose whole bytes would read what lies past K in the rows (their padding:
+// an Inf or a NaN there times the packed side's zero k rows is a NaN). That last step's tile rows come from a
+// zero-padded copy of 64 bytes a row (LowpCallArgs::a_last_step); the whole steps before it read the rows in place.
+inline bool amx_swapped_last_step_copied(LowpStep s, int64_t k_len, bool single_block) {
+    const int step = single_block ? amx_k_step_bytes(s, k_len) : 64;
+    return s == LowpStep::amx_bf16 && (k_len * 2) % step != 0;
+}
 inline bool step_is_amx(LowpStep s) { return s == LowpStep::amx_int8 || s == LowpStep::amx_bf16; }
 // AMX int8 with few column panels (in the swapped order, few 32-row panels of A): the operand in tile rows (A, or
 // B stored N x K when swapped) is read in place at any row stride and any K, whole 64-byte steps and all, where

@@ -113,7 +113,9 @@ public:
         } else {
             load_strip();
         }
-        main_loop(steps);
+        const bool last_step_copied = L_.swap_ab && plan::amx_swapped_last_step_copied(L_.step, v.k_len, v.first);
+        main_loop(last_step_copied ? steps - 1 : steps);
+        if (last_step_copied) last_step_from_copy();
         if (L_.swap_ab) epilogue_transposed();
         else epilogue();
         ret();
@@ -314,6 +316,7 @@ private:
         }
         mov(r10, kBPanelRow);
         if (L_.swap_ab) mov(r11, ptr[rcx + kArgPrefetch]);  // (r11 is free until the epilogue)
+        if (steps == 0) return;
         Xbyak::Label loop;
         mov(rax, steps);
         L(loop);
@@ -322,6 +325,16 @@ private:
         if (L_.swap_ab) prefetch_lines();
         dec(rax);
         jnz(loop, T_NEAR);
+    }
+
+    // The K block's last, partial step (plan::amx_swapped_last_step_copied): its A tile rows from the call's
+    // zero-padded copy (LowpCallArgs::a_last_step, rows 64 bytes apart), B's from the panel as ever.
+    void last_step_from_copy() {
+        mov(rdi, ptr[rcx + kArgALastStep]);
+        mov(r8, kStepBytes);
+        if (tm_ == 2) lea(r9, ptr[rdi + kTile * kStepBytes]);
+        load_step_tiles();
+        step_products();
     }
 
     // ---- last K block: straight into C, or through the stack block and the vector epilogue ---------------------

@@ -177,11 +177,13 @@ private:
     // Registers: acc(i, j) = zmm i * nv + j; the A rows next, then three B temporaries and the 0x80 bytes.
     // rdi = packed A (rows layout.a_row_bytes apart, K zero padded to whole vectors), rsi = B's first row of the
     // tile. VNNI: 64 int8 k values a vector (u8 A x s8 B by vpdpbusd, s32 sums); fma_f32: 16 f32 k values of A
-    // against 16 f16 values of B widened by vcvtph2ps (f32 sums).
+    // against 16 f16 values of B widened by vcvtph2ps (f32 sums); dot_bf16: 32 bf16 k values of A and B as
+    // stored, pairs summed by vdpbf16ps (f32 sums).
     void emit_dot(const LowpVariant& v) {
         const int rows = v.rows, cols = v.cols, nt = L_.nv;
         const bool f32 = L_.step == LowpStep::fma_f32;
-        const int64_t k_per_vector = f32 ? 16 : 64;
+        const bool bf16 = L_.step == LowpStep::dot_bf16;
+        const int64_t k_per_vector = f32 ? 16 : bf16 ? 32 : 64;
         const int b_vector_bytes = f32 ? 32 : 64;
         const int a_vector_bytes = L_.dot_a_in_place ? 32 : 64;
         auto dacc = [&](int i, int j) { return Xbyak::Zmm(i * nt + j); };
@@ -190,7 +192,7 @@ private:
         auto btmp = [&](int t) { return Xbyak::Zmm(tbase + t % 3); };
         const Xbyak::Zmm flip(tbase + 3);
         auto add_lanes = [&](const Xbyak::Zmm& d, const Xbyak::Zmm& x, const Xbyak::Zmm& y) {
-            if (f32) vaddps(d, x, y);
+            if (f32 || bf16) vaddps(d, x, y);
             else vpaddd(d, x, y);
         };
         const int64_t full = v.k_len / k_per_vector, tail = v.k_len % k_per_vector;
@@ -202,7 +204,8 @@ private:
         }
         if (tail != 0) {  // one mask bit per k value of the last vector
             mov(rax, (uint64_t(1) << tail) - 1);
-            kmovq(k3, rax);
+            if (bf16) kmovd(k3, eax);
+            else kmovq(k3, rax);
         }
         int t = 0;
         auto step = [&](int64_t u, bool masked) {
@@ -226,6 +229,12 @@ private:
                     if (masked) vcvtph2ps(b | k3 | T_z, b_src);
                     else vcvtph2ps(b, b_src);
                     for (int i = 0; i < rows; ++i) vfmadd231ps(dacc(i, j), arow(i), b);
+                    continue;
+                }
+                if (bf16) {  // B's lanes past K masked to zero: a NaN or an Inf in its rows' padding never counts
+                    if (masked) vmovdqu16(b | k3 | T_z, b_src);
+                    else vmovdqu16(b, b_src);
+                    for (int i = 0; i < rows; ++i) vdpbf16ps(dacc(i, j), arow(i), b);
                     continue;
                 }
                 if (masked) vmovdqu8(b | k3 | T_z, b_src);

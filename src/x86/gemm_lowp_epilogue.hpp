@@ -40,6 +40,9 @@ struct LowpCallArgs {
     // of B, so that their DRAM reads overlap this call's products).
     const void* prefetch = nullptr;
     const void* prefetch_end = nullptr;
+    // AMX bf16 swapped calls whose K ends inside a 64-byte step (plan::amx_swapped_last_step_copied): that last
+    // step's A tile rows, 64 bytes apart and zero past K (the rows in place, whole steps, before it).
+    const void* a_last_step = nullptr;
 };
 
 // void ukernel(const void* a, const void* b, void* c, const LowpCallArgs* args)   (System V: rdi rsi rdx rcx)
@@ -57,6 +60,7 @@ constexpr int kArgPanels = offsetof(LowpCallArgs, panels);
 constexpr int kArgStreamC = offsetof(LowpCallArgs, stream_c);
 constexpr int kArgPrefetch = offsetof(LowpCallArgs, prefetch);
 constexpr int kArgPrefetchEnd = offsetof(LowpCallArgs, prefetch_end);
+constexpr int kArgALastStep = offsetof(LowpCallArgs, a_last_step);
 
 // One microkernel a shape needs: a C tile of rows x cols over one K block of k_len elements. The first block
 // starts from zero (else from the accumulator strip); the last applies the epilogue (else it stores the raw

@@ -707,7 +707,7 @@ void GemmLowpKernel::run_whole(const RunArgs& args) const {
     whole_(args.a, args.b, args.c, b_panels);
 }
 
-// Dot products (VNNI or f16 decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to
+// Dot products (VNNI, f16 or bf16 decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to
 // whole 64-byte vectors; f16 widened to f32) with 128 times its row sums (s8 A), then walks its columns in tiles
 // of nr B rows, each tile's rows streaming once from memory and reused from L1 by the row tiles.
 void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float scale) const {
@@ -720,8 +720,9 @@ void GemmLowpKernel::run_dot_chunk(const Chunk& ch, const RunArgs& args, float s
     }
     const int64_t ld = plan_.a_panel_ld * plan::step_elem_bytes(L.step);  // bytes
     auto* a_packed = scratch<1>(static_cast<size_t>(p_.m * ld));
-    if (L.step == LowpStep::fma_f32) {
-        // f16 A widened to f32 rows, K zero padded to whole vectors (the packer transposes an A stored K x M).
+    if (L.step == LowpStep::fma_f32 || L.step == LowpStep::dot_bf16) {
+        // f16 A widened to f32 rows, bf16 as stored, K zero padded to whole vectors (the packer transposes an A
+        // stored K x M).
         pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, 0, static_cast<int>(p_.m), 0, p_.k, plan_.kc,
                     plan_.a_panel_ld, a_packed);
         run_dot_tiles(ch, args, call, a_packed, ld);
@@ -840,13 +841,16 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
     // 242.
     const bool in_place = (k_blocks_ == 1 && plan::amx_k_reads_rows(plan_.layout.step, p_.k)) ||
                              plan::amx_rows_any_stride(plan_.layout.step, true, p_.m, p_.n);
-    // bf16 rows read in place in whole 64-byte steps past K would multiply what lies there (the row's padding,
-    // the next row) by the packed side's zero k rows: an Inf or a NaN there made the outputs NaN (8x300x100 NT,
-    // ldb 128, padding NaN). Such rows are copied into zero-padded ones, as misaligned rows are.
+    const bool misaligned =
+        !in_place && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 || (p_.ldb * b_size) % 64 != 0);
+    // bf16 whose last K block ends inside a step: the whole steps read the rows (in place or copied), the last one
+    // a zero-padded copy of its bytes per row tile (plan::amx_swapped_last_step_copied: in place, an Inf or a NaN
+    // past K in the rows' padding made the outputs NaN). Copying the rows whole instead cost 1 thread, median us:
+    // 16x4096x1000 NT ldb 1024 594 -> 822, 8x300x100 NT ldb 128 1.4 -> 1.95.
     const int64_t last_k = p_.k - (k_blocks_ - 1) * plan_.kc;
-    const bool float_past_k = plan_.layout.step == LowpStep::amx_bf16 && (last_k * b_size) % 64 != 0;
-    const bool misaligned = !in_place && (reinterpret_cast<uintptr_t>(ch.b) % 64 != 0 ||
-                                          (p_.ldb * b_size) % 64 != 0 || float_past_k);
+    const bool last_step_copied = plan::amx_swapped_last_step_copied(L.step, last_k, k_blocks_ == 1);
+    const int64_t last_step_k = last_k / (64 / b_size) * (64 / b_size);  // where it starts in the last block
+    alignas(64) uint8_t last_step[2 * 16 * 64];                          // a 32-row tile's rows of 64 bytes
     uint8_t* own_a = shared_a ? nullptr : scratch<0>(static_cast<size_t>(block_bytes));
     uint8_t* b_rows = misaligned ? scratch<1>(static_cast<size_t>(mr * plan_.a_panel_ld * esz)) : nullptr;
     // Several K blocks: the partial sums of the chunk's whole C^T (rows n, columns m) wait in a strip.
@@ -872,13 +876,19 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
         if (!shared_a)
             pack_b_lowp(L.step, p_.a_type, ch.a, p_.lda, !p_.trans_a, k0, k_len, 0, p_.m, static_cast<int>(nr),
                         groups, own_a, nullptr, pack_vbmi_);
+        const bool copy_last_step = last_step_copied && kb + 1 == k_blocks_;
+        // What the tiles read from the rows: the whole steps before the copied one, or all of the block's steps
+        // (K zero padded to them: int8 reads them whole).
+        const int64_t rows_k = copy_last_step ? last_step_k : k_len;
+        const int64_t rows_k_padded = copy_last_step ? last_step_k : groups * g;
         for (int64_t ir = ch.n0; ir < ch.n1; ir += mr) {
             const bool row_tail = ir + mr > p_.n;
             const uint8_t* a_tile;
             if (b_rows) {
-                pack_a_lowp(L.step, p_.b_type, ch.b, p_.ldb, false, ir,
-                            static_cast<int>(std::min<int64_t>(mr, p_.n - ir)), k0, k_len, groups * g,
-                            plan_.a_panel_ld, b_rows);
+                if (rows_k > 0)
+                    pack_a_lowp(L.step, p_.b_type, ch.b, p_.ldb, false, ir,
+                                static_cast<int>(std::min<int64_t>(mr, p_.n - ir)), k0, rows_k, rows_k_padded,
+                                plan_.a_panel_ld, b_rows);
                 a_tile = b_rows;
                 call.a_stride = plan_.a_panel_ld * esz;
             } else {
@@ -887,6 +897,12 @@ void GemmLowpKernel::run_swapped_chunk(const Chunk& ch, const RunArgs& args, flo
                 const int64_t rows = std::min<int64_t>(mr, p_.n - ir);
                 if (tile_copied(ir, rows, p_.n, p_.ldb, k0, k_len))  // int8: whole steps past B's last byte
                     a_tile = copy_last_rows(a_tile, rows, k0, p_.ldb);
+            }
+            if (copy_last_step) {
+                pack_amx_last_step(ch.b + (ir * p_.ldb + k0 + last_step_k) * b_size, p_.ldb * b_size,
+                                   static_cast<int>(std::min<int64_t>(mr, p_.n - ir)),
+                                   static_cast<int>((k_len - last_step_k) * b_size), last_step);
+                call.a_last_step = last_step;
             }
             if (p_.bias == BiasKind::per_column)
                 call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;

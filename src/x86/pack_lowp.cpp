@@ -769,6 +769,54 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_rows_padded(cons
     }
 }
 
+// A 16-bit A stored K x M, a few k values a row, widened into dense f32 panel rows (panel_ld == k_padded, at most
+// kDenseTransposeMaxK): 16 rows at a time, each stored row's 16 values widened into one vector, then the vectors
+// interleaved into the panel's 16 x k_padded contiguous floats, each output vector by one masked permute per k
+// (lane e of output vector o is row (16o + e) / k_padded's value k = (16o + e) % k_padded). Widening the block and
+// transposing it as f32 took the f32 packer's scalar transpose (no 8 x 8 blocks below K = 8): 1686x4x3 TT x3
+// bf16, 1 thread, spent 45% of its time there.
+constexpr int64_t kDenseTransposeMaxK = 8;
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_transposed_dense(const uint16_t* a, int64_t lda,
+                                                                                  int rows, int64_t k_len,
+                                                                                  int64_t k_padded, bool f16,
+                                                                                  float* panel) {
+    // The permutes' lanes and masks for every k_padded, made once (a call packs one row tile: 28 rows).
+    struct Interleave {
+        alignas(64) int32_t lanes[kDenseTransposeMaxK + 1][kDenseTransposeMaxK][16];
+        uint16_t take[kDenseTransposeMaxK + 1][kDenseTransposeMaxK][kDenseTransposeMaxK];
+    };
+    static const Interleave* const tables = [] {
+        static Interleave t = {};
+        for (int kp = 1; kp <= kDenseTransposeMaxK; ++kp)
+            for (int o = 0; o < kp; ++o)
+                for (int e = 0; e < 16; ++e) {
+                    t.lanes[kp][o][e] = (16 * o + e) / kp;
+                    t.take[kp][o][(16 * o + e) % kp] |= static_cast<uint16_t>(1u << e);
+                }
+        return &t;
+    }();
+    const int kp = static_cast<int>(k_padded);
+    const auto& take = tables->take[kp];
+    __m512 v[kDenseTransposeMaxK];
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        const int n = std::min(16, rows - r0);
+        const auto in = static_cast<__mmask16>((1u << n) - 1);
+        for (int k = 0; k < kp; ++k)
+            v[k] = k < k_len ? widen16(_mm256_maskz_loadu_epi16(in, a + k * lda + r0), f16) : _mm512_setzero_ps();
+        float* out = panel + int64_t(r0) * kp;
+        const int total = n * kp;
+        for (int o = 0; o * 16 < total; ++o) {
+            __m512 x = _mm512_setzero_ps();
+            const __m512i index = _mm512_load_si512(tables->lanes[kp][o]);
+            for (int k = 0; k < kp; ++k) x = _mm512_mask_permutexvar_ps(x, take[o][k], index, v[k]);
+            const int left = total - 16 * o;
+            if (left >= 16) _mm512_storeu_ps(out + 16 * o, x);
+            else _mm512_mask_storeu_ps(out + 16 * o, static_cast<__mmask16>((1u << left) - 1), x);
+        }
+    }
+}
+
 // A block of stored 16-bit rows widened to f32 (rows of `cols` values, `cols` apart) in this thread's scratch,
 // for the transposing packers: the vector conversions run along the stored rows, the transposes through registers
 // (element by element, converting f16 in software, 1452x1x16 f16 spent 71% of its 63 us packing).
@@ -911,6 +959,17 @@ void pack_b_lowp(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
     fail(JITMM_STATUS_INTERNAL_ERROR, "pack_b_lowp: unknown step");
 }
 
+// (AMX machines have AVX-512BW.) Two instructions a row: a memcpy and memset per row cost 0.9 us of a 2 us call
+// (1 thread, 8x300x100 NT bf16, 10 tiles of 32 rows).
+__attribute__((target("avx512f,avx512bw"))) void pack_amx_last_step(const void* src, int64_t ld_bytes, int rows,
+                                                                      int bytes, void* dst) {
+    const __mmask64 mask = bytes >= 64 ? ~__mmask64(0) : (__mmask64(1) << bytes) - 1;
+    const auto* from = static_cast<const uint8_t*>(src);
+    auto* to = static_cast<uint8_t*>(dst);
+    for (int r = 0; r < rows; ++r)
+        _mm512_storeu_si512(to + r * 64, _mm512_maskz_loadu_epi8(mask, from + r * ld_bytes));
+}
+
 void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, bool trans_a, int64_t i0, int rows,
                  int64_t k0, int64_t k_len, int64_t k_padded, int64_t panel_ld, void* panel) {
     static const bool bw = hw::cpu_info().avx512bw;
@@ -928,6 +987,11 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
         return;
     }
     if (step == LowpStep::fma_f32 && trans_a) {
+        if (bw && panel_ld == k_padded && k_padded <= kDenseTransposeMaxK) {
+            widen_transposed_dense(static_cast<const uint16_t*>(a) + k0 * lda + i0, lda, rows, k_len, k_padded,
+                                   a_type == JITMM_DTYPE_F16, static_cast<float*>(panel));
+            return;
+        }
         if (a_type == JITMM_DTYPE_F16 && panel_ld % 16 == 0 && 15 * lda * 2 < (int64_t(1) << 31) &&
             avx512_gathers()) {
             // An f16 A stored K x M is a transposed B to the gathers (panel rows are its columns, K its width):

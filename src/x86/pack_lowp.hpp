@@ -33,6 +33,10 @@ void pack_b_lowp(plan::LowpStep step, jitmm_dtype b_type, const void* b, int64_t
 void pack_a_lowp(plan::LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, bool trans_a, int64_t i0,
                  int rows, int64_t k0, int64_t k_len, int64_t k_padded, int64_t panel_ld, void* panel);
 
+// AMX: `bytes` (under 64) of each of `rows` rows (`ld_bytes` apart) into rows of 64 bytes, zero past `bytes`,
+// for the tile rows of a K block's last, partial step. Reads nothing past each row's `bytes` (masked loads).
+void pack_amx_last_step(const void* src, int64_t ld_bytes, int rows, int bytes, void* dst);
+
 // sums[j] *= factor for j < n (the column sums times the +128 shift and the zero point), eight at a time: the
 // compiler's SSE2 multiply loop was a tenth of 9x3666x1 NT s8 on VNNI.
 void scale_column_sums(int32_t* sums, int64_t n, int32_t factor);
