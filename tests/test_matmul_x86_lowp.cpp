@@ -2645,6 +2645,35 @@ jitmm::Problem planner_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb
     return p;
 }
 
+// An int8 A (u8 or s8) times s8 B stored K x N (A stored K x M where ta), each shape once, exactly: pads on
+// alternating shapes and, every fourth, a float C with alpha and the epilogue.
+struct Int8KxNShape {
+    int64_t m, n, k, batch;
+    bool ta;
+};
+
+void check_int8_kxn_shapes(jitmm_engine* e, const std::vector<Int8KxNShape>& shapes, jitmm_dtype a, int64_t lda_pad,
+                           int64_t ldb_pad, int64_t ldc_pad, float alpha, jitmm_epilogue epilogue, std::mt19937& rng) {
+    int it = 0;
+    for (const Int8KxNShape& sh : shapes) {
+        Case c;
+        c.a = a;
+        c.b = JITMM_DTYPE_S8;
+        c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch; c.ta = sh.ta;
+        c.lda_pad = it % 2 ? lda_pad : 0;
+        c.ldb_pad = it % 3 == 1 ? ldb_pad : 0;
+        c.ldc_pad = it % 3 == 2 ? ldc_pad : 0;
+        if (it % 4 == 3) {
+            c.c = JITMM_DTYPE_F32;
+            c.alpha = alpha;
+            c.epilogue = epilogue;
+        }
+        INFO("case " << it);
+        ++it;
+        check_case(e, c, rng);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N runs on VNNI, exactly",
@@ -2657,30 +2686,10 @@ TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N ru
     // larger B and B stored N x K keep their paths. K tails of a dword and of the unroll, ld pads, batches.
     std::mt19937 rng(232);
     EngineGuard e{make_engine("amx", 1)};
-    struct Shape {
-        int64_t m, n, k, batch;
-        bool ta;
-    };
-    const Shape shapes[] = {{1, 232, 268, 1, false}, {2, 333, 101, 3, true}, {4, 500, 300, 1, false},
-                            {3, 700, 97, 2, true},   {1, 100, 1000, 1, false}, {4, 65, 7, 1, false}};
-    int it = 0;
-    for (const Shape& sh : shapes) {
-        Case c;
-        c.a = JITMM_DTYPE_U8;
-        c.b = JITMM_DTYPE_S8;
-        c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch; c.ta = sh.ta;
-        c.lda_pad = it % 2 ? 3 : 0;
-        c.ldb_pad = it % 3 == 1 ? 17 : 0;
-        c.ldc_pad = it % 3 == 2 ? 1 : 0;
-        if (it % 4 == 3) {
-            c.c = JITMM_DTYPE_F32;
-            c.alpha = 0.5f;
-            c.epilogue = JITMM_EPILOGUE_BIAS;
-        }
-        INFO("case " << it);
-        ++it;
-        check_case(e.e, c, rng);
-    }
+    const std::vector<Int8KxNShape> shapes = {{1, 232, 268, 1, false}, {2, 333, 101, 3, true},
+                                              {4, 500, 300, 1, false}, {3, 700, 97, 2, true},
+                                              {1, 100, 1000, 1, false}, {4, 65, 7, 1, false}};
+    check_int8_kxn_shapes(e.e, shapes, JITMM_DTYPE_U8, 3, 17, 1, 0.5f, JITMM_EPILOGUE_BIAS, rng);
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     using jitmm::plan::LowpStep;
     auto step_of = [&](int64_t m, int64_t n, int64_t k, bool ta, jitmm_dtype a) {
@@ -2688,7 +2697,8 @@ TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N ru
         p.b_type = JITMM_DTYPE_S8;
         return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout.step;
     };
-    for (const Shape& sh : shapes) CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    for (const Int8KxNShape& sh : shapes)
+        CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
     CHECK(step_of(5, 500, 300, false, JITMM_DTYPE_U8) == LowpStep::amx_int8);
     CHECK(step_of(1, 1024, 1024, false, JITMM_DTYPE_U8) == LowpStep::amx_int8);
     CHECK(step_of(1, 232, 268, false, JITMM_DTYPE_S8) == LowpStep::amx_int8);
@@ -2704,30 +2714,10 @@ TEST_CASE("x86 lowp AMX tier: an s8 A of 1-16 rows over a K below 32 and a wide 
     // float epilogues; whole tiles over a small B, K = 32 and B stored N x K keep AMX.
     std::mt19937 rng(794);
     EngineGuard e{make_engine("amx", 1)};
-    struct Shape {
-        int64_t m, n, k, batch;
-        bool ta;
-    };
-    const Shape shapes[] = {{4, 794, 27, 1, false}, {2, 1000, 16, 2, true}, {16, 300, 1, 1, false},
-                            {8, 512, 20, 1, true},  {13, 257, 31, 3, false}, {1, 300, 30, 1, false}};
-    int it = 0;
-    for (const Shape& sh : shapes) {
-        Case c;
-        c.a = JITMM_DTYPE_S8;
-        c.b = JITMM_DTYPE_S8;
-        c.m = sh.m; c.n = sh.n; c.k = sh.k; c.batch = sh.batch; c.ta = sh.ta;
-        c.lda_pad = it % 2 ? 5 : 0;
-        c.ldb_pad = it % 3 == 1 ? 9 : 0;
-        c.ldc_pad = it % 3 == 2 ? 2 : 0;
-        if (it % 4 == 3) {
-            c.c = JITMM_DTYPE_F32;
-            c.alpha = 0.25f;
-            c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
-        }
-        INFO("case " << it);
-        ++it;
-        check_case(e.e, c, rng);
-    }
+    const std::vector<Int8KxNShape> shapes = {{4, 794, 27, 1, false}, {2, 1000, 16, 2, true},
+                                              {16, 300, 1, 1, false}, {8, 512, 20, 1, true},
+                                              {13, 257, 31, 3, false}, {1, 300, 30, 1, false}};
+    check_int8_kxn_shapes(e.e, shapes, JITMM_DTYPE_S8, 5, 9, 2, 0.25f, JITMM_EPILOGUE_BIAS_RELU, rng);
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     using jitmm::plan::LowpStep;
     auto step_of = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
@@ -2735,7 +2725,7 @@ TEST_CASE("x86 lowp AMX tier: an s8 A of 1-16 rows over a K below 32 and a wide 
                                           X86Isa::amx, 1)
             .layout.step;
     };
-    for (const Shape& sh : shapes) CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, false) == LowpStep::vnni_u8s8);
+    for (const Int8KxNShape& sh : shapes) CHECK(step_of(sh.m, sh.n, sh.k, sh.ta, false) == LowpStep::vnni_u8s8);
     CHECK(step_of(16, 256, 16, false, false) == LowpStep::amx_int8);
     CHECK(step_of(16, 2000, 32, false, false) == LowpStep::amx_int8);
     CHECK(step_of(17, 794, 27, false, false) == LowpStep::amx_int8);
