@@ -163,8 +163,8 @@ jitmm_engine* make_engine(const char* max_isa, int threads) {
 
 const int64_t kOddSizes[] = {1, 3, 7, 17, 33, 63, 65, 127};
 
-// The generator that serves case c (its leading dimensions as check_case sets them).
-std::string generator_name(jitmm_engine* e, const Case& c) {
+// The generator (or, with recipe, the recipe) that serves case c (its leading dimensions as check_case sets them).
+std::string generator_name(jitmm_engine* e, const Case& c, bool recipe = false) {
     jitmm_matmul_desc d;
     REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
     d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
@@ -174,7 +174,7 @@ std::string generator_name(jitmm_engine* e, const Case& c) {
     jitmm_kernel_info info;
     info.struct_size = sizeof info;
     REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
-    const std::string name = info.generator;
+    const std::string name = recipe ? info.recipe : info.generator;
     jitmm_kernel_release(kernel);
     return name;
 }
@@ -1826,4 +1826,80 @@ TEST_CASE("x86 f32: a transposed A packed by groups of row tiles", "[x86][matmul
             jitmm_engine_destroy(e);
         }
     }
+}
+
+// B as stored packed by each block's first row tile as its FMAs read it (plan.pack_b_fused): few rows, a long
+// K, and rows of B that spread over the cache sets. Checked against the reference over row, column and K
+// tails, several K and N blocks, ld > width, batches, epilogues and thread counts (the chunks of several
+// threads may start on the row tail, which then packs its blocks before its calls), and bit for bit against
+// the same blocking packed between the blocks.
+TEST_CASE("x86 f32: B packed by the first row tile as it goes", "[x86][matmul]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    const auto fused = jitmm::plan::plan_x86_gemm_f32(plain_problem(70, 855, 3712, false, false), cpu, isa, 1);
+    CHECK(fused.pack_b_fused);
+    CHECK(fused.kc <= 256);
+    CHECK(fused.layout.b_pack_prefetch_k == 32);
+    // Rows 11008 floats apart start in 4 L1 sets: a short prefetch distance.
+    const auto strided = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 11008, 4096, false, false), cpu, isa, 1);
+    CHECK(strided.pack_b_fused);
+    CHECK(strided.layout.b_pack_prefetch_k == 5);
+    // Rows 16 KiB apart alias in L1 and L2; a transposed B, many rows and a short K keep the copy pass.
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 4096, 4096, false, false), cpu, isa, 1).pack_b_fused);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(70, 855, 3712, false, true), cpu, isa, 1).pack_b_fused);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(1000, 855, 3712, false, false), cpu, isa, 1).pack_b_fused);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(70, 855, 32, false, false), cpu, isa, 1).pack_b_fused);
+
+    std::mt19937 rng(2024);
+    struct Knobs { const char* kc; const char* nc; };
+    const Knobs knobs[] = {{"", ""}, {"37", "96"}, {"64", "200"}};
+    for (const Tier& tier : runnable_tiers()) {
+        for (int ki = 0; ki < 3; ++ki) {
+            const int threads = 1 + ki;
+            INFO("tier " << tier.name << " kc " << knobs[ki].kc << " nc " << knobs[ki].nc << " threads " << threads);
+            setenv("JITMM_X86_KC", knobs[ki].kc, 1);
+            setenv("JITMM_X86_NC", knobs[ki].nc, 1);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            const Case cases[] = {
+                {70, 855, 371, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
+                {97, 650, 263, 1, false, false, 3, 5, 1, 0.5f, 1.0f, JITMM_EPILOGUE_RELU},
+                {64, 611, 300, 2, true, false, 0, 2, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU, JITMM_BIAS_PER_ROW},
+                {77, 1517, 190, 2, false, false, 1, 7, 0, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+                {255, 700, 229, 1, true, false, 2, 1, 3, 1.0f, -1.0f, JITMM_EPILOGUE_BIAS},
+            };
+            for (const Case& c : cases) {
+                INFO(describe(c));
+                CHECK(generator_name(e, c, true).find("packB(fused)") != std::string::npos);
+                check_case(e, c, rng);
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+    unsetenv("JITMM_X86_KC");
+    unsetenv("JITMM_X86_NC");
+
+    // The same blocking and arithmetic with the copy pass: the same bits.
+    const int64_t m = 83, n = 154, k = 1415;
+    std::uniform_real_distribution<float> uni(-1, 1);
+    std::vector<float> a(m * k), b(k * n), c_fused(m * n, 1.0f), c_copied(m * n, 2.0f);
+    for (auto& x : a) x = uni(rng);
+    for (auto& x : b) x = uni(rng);
+    jitmm_matmul_desc d;
+    jitmm_matmul_desc_init(&d);
+    d.m = m; d.n = n; d.k = k;
+    jitmm_matmul_args args;
+    jitmm_matmul_args_init(&args);
+    args.a = a.data(); args.b = b.data();
+    for (int copied = 0; copied < 2; ++copied) {
+        if (copied) setenv("JITMM_X86_FUSED_PACK", "0", 1);
+        jitmm_engine* e = make_engine(nullptr, 1);
+        CHECK((generator_name(e, Case{m, n, k}, true).find("packB(fused)") != std::string::npos) == !copied);
+        args.c = copied ? c_copied.data() : c_fused.data();
+        REQUIRE(jitmm_matmul(e, &d, &args) == JITMM_STATUS_SUCCESS);
+        jitmm_engine_destroy(e);
+    }
+    unsetenv("JITMM_X86_FUSED_PACK");
+    CHECK(std::memcmp(c_fused.data(), c_copied.data(), c_fused.size() * sizeof(float)) == 0);
 }

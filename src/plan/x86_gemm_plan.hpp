@@ -16,6 +16,8 @@ struct X86GemmPlan {
     int64_t kc = 0;             // K block (the last block may be shorter)
     int64_t mc = 0, nc = 0;     // M and N blocks: multiples of mr and nr
     bool pack_b = false;        // B copied into zero-padded [kc][nr] panels
+    bool pack_b_fused = false;  // pack_b of a B as stored: each block's first row tile packs it as its FMAs
+                                // read it (packs_b variants) instead of a copy pass between the blocks
     bool pack_a = false;        // each A row tile copied into a panel just before its use
     int64_t a_panel_ld = 0;     // packed A row stride: [mr][a_panel_ld] (A as stored) or [k][mr] (trans_a)
     bool single_call = false;   // small problem: every tile emitted into one function, one call per batch
