@@ -215,6 +215,7 @@ public:
         inner_->run(swapped);
         transpose(false);
     }
+    size_t workspace_bytes() const override { return inner_->workspace_bytes(); }  // (passed through to it)
 
 private:
     // The calling thread's scratch, grown on demand and kept (64-byte aligned rows: ldt_ is whole lines).
