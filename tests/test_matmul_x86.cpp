@@ -6,6 +6,7 @@
 #include "plan/x86_gemm_partition.hpp"
 #include "plan/x86_gemm_plan.hpp"
 #include "x86/gemm_f32_split_finish.hpp"
+#include "x86/pack.hpp"
 #include "x86/transpose_a_rows.hpp"
 
 #include <catch2/catch.hpp>
@@ -1902,4 +1903,91 @@ TEST_CASE("x86 f32: B packed by the first row tile as it goes", "[x86][matmul]")
     }
     unsetenv("JITMM_X86_FUSED_PACK");
     CHECK(std::memcmp(c_fused.data(), c_copied.data(), c_fused.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("x86 f32: transpose_f32 writes exactly rows x cols, odd sizes and strides", "[x86][matmul]") {
+    std::mt19937 rng(4711);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    const bool avx512 = jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512;
+    for (bool use_avx512 : {false, avx512}) {
+        for (int64_t rows : {1, 2, 5, 16, 17, 33, 300}) {
+            for (int64_t cols : {1, 3, 16, 23, 40}) {
+                INFO("rows " << rows << " cols " << cols << " avx512 " << use_avx512);
+                const int64_t src_ld = cols + (rows % 3), dst_ld = rows + (cols % 5);
+                std::vector<float> src(static_cast<size_t>(rows * src_ld));
+                for (auto& x : src) x = uni(rng);
+                std::vector<float> dst(static_cast<size_t>(cols * dst_ld), kPadSentinel);
+                jitmm::x86::transpose_f32(src.data(), src_ld, rows, cols, dst.data(), dst_ld, use_avx512);
+                int64_t wrong = 0, bad_pad = 0;
+                for (int64_t c = 0; c < cols; ++c)
+                    for (int64_t r = 0; r < dst_ld; ++r) {
+                        const float got = dst[static_cast<size_t>(c * dst_ld + r)];
+                        if (r >= rows) bad_pad += got != kPadSentinel;
+                        else wrong += got != src[static_cast<size_t>(r * src_ld + c)];
+                    }
+                CHECK(wrong == 0);
+                CHECK(bad_pad == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 f32 planner: few columns of an A stored K x M are computed as C transposed", "[x86][plan]") {
+    using jitmm::plan::serves_with_c_transposed;
+    const auto avx512 = jitmm::hw::X86Isa::avx512, avx2 = jitmm::hw::X86Isa::avx2;
+    CHECK(serves_with_c_transposed(plain_problem(2523, 4, 164, true, false), avx512));
+    CHECK(serves_with_c_transposed(plain_problem(2508, 17, 180, true, true), avx512));
+    CHECK(serves_with_c_transposed(plain_problem(64, 4, 32, true, false), avx512));
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2523, 4, 164, true, false), avx2));   // no AVX-512 transpose
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2508, 17, 12, true, false), avx512));  // short K
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2508, 24, 90, true, true), avx512));   // columns enough
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2477, 3, 96, false, false), avx512));  // A stored M x K
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(40, 4, 164, true, false), avx512));    // few rows
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2523, 1, 164, true, false), avx512));  // a vector: swapped
+}
+
+TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed into C", "[x86][matmul]") {
+    std::mt19937 rng(2523);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        const bool avx512 = tier.isa >= jitmm::hw::X86Isa::avx512;
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0, transposed = 0;
+            for (int64_t m : {64, 77, 300, 1030}) {
+                for (int64_t n : {2, 3, 16, 17, 23}) {
+                    for (int64_t k : {20, 33, 164}) {
+                        Case c;
+                        c.m = m;
+                        c.n = n;
+                        c.k = k;
+                        c.ta = true;
+                        c.tb = it % 2 == 1;
+                        c.lda_pad = it % 3 == 0 ? 5 : 0;
+                        c.ldb_pad = it % 4 == 1 ? 3 : 0;
+                        c.ldc_pad = it % 5 == 2 ? 7 : 0;
+                        c.alpha = it % 5 == 0 ? -0.5f : 1.0f;
+                        c.beta = it % 3 == 1 ? 0.5f : it % 7 == 3 ? 1.0f : 0.0f;
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.batch = it % 4 == 2 ? 3 : 1;
+                        c.share_a = c.batch > 1 && it % 8 == 2;
+                        c.share_b = c.batch > 1 && it % 8 == 6;
+                        const bool ct = jitmm::plan::serves_with_c_transposed(plain_problem(m, n, k, true, c.tb),
+                                                                               tier.isa);
+                        CHECK((generator_name(e, c).find("_ct") != std::string::npos) == ct);
+                        transposed += ct;
+                        check_case(e, c, rng);
+                        ++it;
+                    }
+                }
+            }
+            CHECK((transposed >= 50) == avx512);  // (of 60: all but m = 64 over 17 and 23 columns)
+            // 1024 rows: the scratch rows are padded off 4 KiB strides.
+            Case aligned{1024, 5, 40, 2, true, false, 0, 0, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU};
+            check_case(e, aligned, rng);
+            jitmm_engine_destroy(e);
+        }
+    }
 }

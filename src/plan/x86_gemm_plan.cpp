@@ -618,6 +618,30 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     return plan;
 }
 
+// An A stored K x M over few columns: the broadcast tiles read mr values of A per k step from a new stored row
+// (a walk down K the prefetchers do not follow, one broadcast per A value) and fill a vector per row with N
+// columns, most of its lanes padding. Computed as C^T = op(B)^T op(A)^T, A's stored rows are the swapped
+// problem's B rows, read front to back into full vectors along M, and the few columns are its rows; the scratch
+// C^T is then transposed into C (and C into it first, with beta). 1 thread, median us, in place -> C transposed:
+// 2523x4x164 TN 142 -> 31, 2508x17x180 TN 234 -> 112, TT 166 -> 110, 5046x4x328 TN 1121 -> 446, 3000x3x200 TN
+// 389 -> 124, 1367x7x311 TN 93 -> 40, 512x8x512 TN 44 -> 19.6, 148x2x85 x64 TN 253 -> 185, 64x4x32 x16 TN 5.3 ->
+// 2.6, 300x5x20 x8 TN 8.5 -> 5.4, 2000x8x1000 TT 1314 -> 527, 1024x16x2048 TN 1442 -> 749. Not kept: a K under
+// kCTransposedMinK, where the transposes outweigh the K loop (2508x17x12 TN 11.5 -> 14.3, 2508x17x16 14.2 ->
+// 15.3), nor kCTransposedMaxN columns or more (2508x24x90 TT 72.7 -> 74.4, 2508x31x180 TT 172 -> 184), nor an A
+// stored M x K, which the swapped problem would transpose whole (2477x3x12 x10 NN 64 -> 93, 2085x11x96 x2 NN 75
+// -> 101).
+constexpr int64_t kCTransposedMinK = 20;
+constexpr int64_t kCTransposedMaxN = 24;
+constexpr int64_t kCTransposedMinM = 64;
+
+bool serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
+    if (isa < hw::X86Isa::avx512 || p.quantized()) return false;
+    const bool fits = p.m > 1 && p.n > 1 && p.k > 1;
+    if (const char* v = std::getenv("JITMM_X86_CT")) return fits && std::atoi(v) != 0;
+    return fits && p.trans_a && p.n < kCTransposedMaxN && p.k >= kCTransposedMinK && p.m >= kCTransposedMinM &&
+           p.m >= 4 * p.n;
+}
+
 int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts) {
     if (threads <= 1 || max_parts < 2 || batch < 1 || units % threads == 0 || units >= 4 * int64_t(threads)) return 1;
     // One task per (batch, part), each over all of its batch's tiles, at most one task per thread.
