@@ -1936,8 +1936,8 @@ TEST_CASE("x86 f32 planner: few columns of an A stored K x M are computed as C t
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
     cpu.l2_bytes = 2048 * 1024;
-    auto serves_with_c_transposed = [&](const jitmm::Problem& p, jitmm::hw::X86Isa isa) {
-        return jitmm::plan::serves_with_c_transposed(p, cpu, isa);
+    auto serves_with_c_transposed = [&](const jitmm::Problem& p, jitmm::hw::X86Isa isa, int threads = 1) {
+        return jitmm::plan::serves_with_c_transposed(p, cpu, isa, threads);
     };
     const auto avx512 = jitmm::hw::X86Isa::avx512, avx2 = jitmm::hw::X86Isa::avx2;
     CHECK(serves_with_c_transposed(plain_problem(2523, 4, 164, true, false), avx512));
@@ -1956,6 +1956,10 @@ TEST_CASE("x86 f32 planner: few columns of an A stored K x M are computed as C t
     CHECK_FALSE(serves_with_c_transposed(plain_problem(3000, 384, 200, true, true), avx512));  // many columns
     CHECK_FALSE(serves_with_c_transposed(plain_problem(100, 32, 1000, true, false), avx512));  // A within L2
     CHECK_FALSE(serves_with_c_transposed(plain_problem(3386, 59, 2345, false, true), avx512)); // A stored M x K
+    // Under 48 columns only on one thread.
+    CHECK(serves_with_c_transposed(plain_problem(1330, 32, 2000, true, false), avx512, 1));
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(1330, 32, 2000, true, false), avx512, 16));
+    CHECK(serves_with_c_transposed(plain_problem(1330, 64, 500, true, true), avx512, 16));
 }
 
 TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed into C", "[x86][matmul]") {
@@ -1987,7 +1991,8 @@ TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed
                         c.share_a = c.batch > 1 && it % 8 == 2;
                         c.share_b = c.batch > 1 && it % 8 == 6;
                         const bool ct = jitmm::plan::serves_with_c_transposed(plain_problem(m, n, k, true, c.tb),
-                                                                               jitmm::hw::cpu_info(), tier.isa);
+                                                                               jitmm::hw::cpu_info(), tier.isa,
+                                                                               threads);
                         CHECK((generator_name(e, c).find("_ct") != std::string::npos) == ct);
                         transposed += ct;
                         check_case(e, c, rng);
@@ -2010,7 +2015,7 @@ TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed
                 INFO(describe(c));
                 jitmm::Problem p = plain_problem(c.m, c.n, c.k, true, c.tb);
                 p.batch = c.batch;
-                const bool ct = jitmm::plan::serves_with_c_transposed(p, jitmm::hw::cpu_info(), tier.isa);
+                const bool ct = jitmm::plan::serves_with_c_transposed(p, jitmm::hw::cpu_info(), tier.isa, threads);
                 CHECK((generator_name(e, c).find("_ct") != std::string::npos) == ct);
                 check_case(e, c, rng);
             }

@@ -638,14 +638,18 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
 // 8508 -> 5676 / 8559 -> 6115, 1000x128x1000 1.41x / 1.34x, 3000x128x200 1.10x / 1.10x, 1330x256x500 1.07x /
 // 1.06x, 400x256x2000 1.27x / 1.15x, 3386x59x2345 TT 9670 -> 6390). Not kept: K under kCTransposedWideMinK
 // (3386x256x100 0.70x, 3386x128x100 0.81x / 0.77x), more columns (3000x384x200 0.85x / 0.86x, 1000x1024x200
-// 0.81x / 0.76x), an A within L2 (100x32x1000 0.98x / 0.79x, 1330x64x100 1.03x / 0.97x).
+// 0.81x / 0.76x), an A within L2 (100x32x1000 0.98x / 0.79x, 1330x64x100 1.03x / 0.97x). Under
+// kCTransposedWideMinN columns one thread only: at 16 threads (the GPU machine's host, median of 3 alternated
+// rounds) 1330x32x2000 TN ran 482 -> 898 us, 3386x24x2000 TN 914 -> 1521, 3386x32x500 TT 273 -> 392, where from
+// 64 columns it gained (1330x64x500 TT 177 -> 119, 1000x128x1000 TN 424 -> 281, 3386x64x2000 TN 1403 -> 1164).
 constexpr int64_t kCTransposedMinK = 20;
 constexpr int64_t kCTransposedMaxN = 24;
 constexpr int64_t kCTransposedMinM = 64;
 constexpr int64_t kCTransposedWideMaxN = 256;
 constexpr int64_t kCTransposedWideMinK = 200;
+constexpr int64_t kCTransposedWideMinN = 48;
 
-bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
+bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     if (isa < hw::X86Isa::avx512 || p.quantized()) return false;
     const bool fits = p.m > 1 && p.n > 1 && p.k > 1;
     if (const char* v = std::getenv("JITMM_X86_CT")) return fits && std::atoi(v) != 0;
@@ -655,7 +659,8 @@ bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const double a_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
     const bool a_past_l2 = a_bytes > double(cpu.l2_bytes) * 7 / 8;
     const bool wide_past_l2 =
-        p.n <= kCTransposedWideMaxN && p.k >= kCTransposedWideMinK && p.m >= p.n && a_past_l2;
+        p.n <= kCTransposedWideMaxN && p.k >= kCTransposedWideMinK && p.m >= p.n && a_past_l2 &&
+        (p.n >= kCTransposedWideMinN || num_threads <= 1);
     return few_columns || wide_past_l2;
 }
 
