@@ -927,7 +927,9 @@ TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its l
         int64_t m, n, k;
     };
     const Shape shapes[] = {{31, 1237, 5}, {64, 48, 1}, {40, 333, 7}, {100, 32, 3}, {33, 100, 13}, {20, 65, 23},
-                            {50, 77, 2}, {30, 90, 6}, {9, 40, 14}};
+                            {50, 77, 2}, {30, 90, 6}, {9, 40, 14},
+                            // a last unit of fewer than 16 columns over K >= 16: whole-lane register transposes
+                            {17, 55, 618}, {6, 7, 33}, {12, 71, 40}};
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (const Tier& tier : runnable_tiers()) {
         jitmm_engine* e = make_engine(tier.name, 1);
