@@ -3525,6 +3525,71 @@ TEST_CASE("x86 lowp AMX bf16 swapped: the last partial K step from a copy; NaN a
         }
 }
 
+TEST_CASE("x86 lowp AMX bf16: A in place at any stride over few panels, the last partial K step from a copy",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(4343);
+    EngineGuard one{make_engine("amx", 1)};
+    EngineGuard two{make_engine("amx", 2)};
+    struct Shape {
+        int64_t m, n, k, lda_pad, batch;
+        bool tb;
+        jitmm_epilogue epilogue;
+    };
+    // Several K blocks ending inside a step (2960, 1582, 1037), one block (45: a whole step and 13 values; 15: no
+    // whole step before the copied one; 33 at 40 rows), row and column tails, 1-8 column panels, K whole steps
+    // over rows off cache lines (1024 with pad 3), a batch, the vector epilogue (main loop, not panel runs).
+    const Shape shapes[] = {{92, 9, 2960, 0, 1, false, JITMM_EPILOGUE_NONE},
+                            {92, 9, 2960, 3, 1, false, JITMM_EPILOGUE_BIAS_RELU},
+                            {61, 5, 1582, 7, 1, true, JITMM_EPILOGUE_NONE},
+                            {33, 40, 45, 5, 3, true, JITMM_EPILOGUE_NONE},
+                            {33, 40, 45, 5, 2, false, JITMM_EPILOGUE_BIAS_GELU_TANH},
+                            {17, 100, 1037, 1, 1, false, JITMM_EPILOGUE_BIAS},
+                            {40, 33, 15, 2, 1, false, JITMM_EPILOGUE_NONE},
+                            {40, 70, 33, 9, 1, true, JITMM_EPILOGUE_NONE},
+                            {130, 250, 777, 3, 1, true, JITMM_EPILOGUE_NONE},
+                            {100, 64, 1024, 3, 2, false, JITMM_EPILOGUE_NONE},
+                            {192, 2, 3096, 0, 3, false, JITMM_EPILOGUE_NONE}};
+    for (const Shape& s : shapes)
+        for (jitmm_engine* e : {one.e, two.e}) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_BF16;
+            c.c = JITMM_DTYPE_F32;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.tb = s.tb;
+            c.lda_pad = s.lda_pad;
+            c.ldb_pad = 3;
+            c.ldc_pad = 1;
+            c.epilogue = s.epilogue;
+            c.poison_pads = true;
+            check_case(e, c, rng);
+        }
+}
+
+TEST_CASE("x86 lowp planner: bf16 AMX reads A in place over few panels, its last partial step copied",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool tb) {
+        return jitmm::plan::plan_x86_lowp(planner_problem(m, n, k, false, tb, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
+                                          cpu, X86Isa::amx, 1);
+    };
+    for (const auto& p : {plan(92, 9, 2960, false), plan(1993, 5, 1582, true), plan(500, 250, 1000, false)}) {
+        INFO(p.describe());
+        CHECK_FALSE(p.pack_a);
+        CHECK(p.layout.a_last_step_copied);
+    }
+    // K in whole steps: in place, nothing copied; past 8 panels A is packed for its K tail as before.
+    const auto whole = plan(92, 9, 2944, false);
+    CHECK_FALSE(whole.pack_a);
+    CHECK_FALSE(whole.layout.a_last_step_copied);
+    const auto wide = plan(500, 500, 1000, false);
+    CHECK(wide.pack_a);
+    CHECK_FALSE(wide.layout.a_last_step_copied);
+}
+
 TEST_CASE("x86 lowp planner: bf16 with B stored N x K over few rows takes vdpbf16ps dot products",
           "[x86][lowp][plan]") {
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
