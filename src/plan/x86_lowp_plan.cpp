@@ -142,6 +142,9 @@ constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
 constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
+// One row of bf16 over a B stored K x N with K in this range runs on vdpbf16ps rather than AMX (choose_step).
+constexpr int64_t kBf16DotOneRowMinK = 32;
+constexpr int64_t kBf16DotOneRowMaxK = 256;
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
@@ -221,6 +224,15 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 9.5 -> 8.5, 32x32 x16 2.8 even. An even K keeps AMX (short steps): K = 6 3072x160 46 -> 60, 3072x12
         // 4.2 -> 7.1, 77x640 5.0 -> 4.9; K = 8 256x64 x6 8.5 -> 12.2, 100x1000 NT 11.9 -> 17.1, 2000x20 4.2 ->
         // 9.0 (only 347x34x6 NT gained, 3.0 -> 2.1).
+        // One row times a B stored K x N over a K of kBf16DotOneRowMinK-kBf16DotOneRowMaxK: vdpbf16ps over the
+        // same packed pairs, where AMX runs 16-row tiles for the one row (and pads an odd K to whole steps). 1
+        // thread, median us of 3 alternated runs, AMX -> dot_bf16: 1x181x69 1.35 -> 0.69, 1x512x69 3.7 -> 2.6,
+        // 1x2048x69 14.8 -> 12.1, 1x512x32 1.49 -> 1.00, 1x64x256 1.61 -> 1.01, 1x2048x256 even; kept AMX: K = 1000
+        // (1x2048x1000 309 against 514) and 2 rows or more (2x512x256 9.6 against 11.0, 4x181x32 0.41 against 0.64).
+        const char* dot_forced = std::getenv("JITMM_X86_LOWP_BF16_DOT");  // 0: AMX (measurements)
+        if (isa >= hw::X86Isa::amx && p.m == 1 && !p.trans_b && p.k >= kBf16DotOneRowMinK &&
+            p.k <= kBf16DotOneRowMaxK && (dot_forced == nullptr || dot_forced[0] != '0'))
+            return LowpStep::dot_bf16;
         const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK);
         if (fma_k && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
             return LowpStep::fma_f32;
@@ -550,6 +562,7 @@ constexpr int64_t kBf16DotMaxRowsAnyColumns = 3;
 constexpr int64_t kBf16DotMaxRowPanelColumns = 128;
 constexpr int64_t kBf16DotMinKManyRows = 512;
 constexpr int64_t kBf16DotMinKSwapped = 128;
+constexpr int64_t kBf16DotMaxTinyC = 32;
 
 bool bf16_dot_fits(const Problem& p, const LowpLayout& L, int num_threads, int64_t l2) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
@@ -572,6 +585,11 @@ bool bf16_dot_fits(const Problem& p, const LowpLayout& L, int num_threads, int64
     if (p.m <= kBf16DotMaxRowsAnyColumns)
         return !swapped_whole_lines &&
                (p.k >= kBf16DotMinKSwapped || !swap_fits(p, LowpStep::amx_bf16, num_threads, true));
+    // A C of at most kBf16DotMaxTinyC values takes them at any K: AMX runs one mostly empty tile a batch, its A
+    // and B copied (1 thread, median us of 3 alternated runs, AMX -> dot: 4x7x410 NT x12 5.1 -> 3.3, 4x7x64 x12
+    // 1.13 -> 0.94, 8x4x410 x12 5.4 -> 4.2, 6x5x64 x12 1.13 -> 1.14, 4x5x410 0.53 -> 0.25, 4x7x410 TT x12 14.1 ->
+    // 5.8; past it AMX kept: 4x16x128 x12 1.7 (dot 2.7), 8x7x256 x12 3.2 (4.1)).
+    if (p.m * p.n <= kBf16DotMaxTinyC) return true;
     const int64_t panels = ceil_div(p.n, int64_t(32));
     return !swapped_whole_lines && panels <= 2 && p.k >= kBf16DotMinKManyRows &&
            p.m * ceil_div(p.n, panels) <= kBf16DotMaxRowPanelColumns;
