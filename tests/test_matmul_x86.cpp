@@ -6,6 +6,7 @@
 #include "plan/x86_gemm_partition.hpp"
 #include "plan/x86_gemm_plan.hpp"
 #include "x86/gemm_f32_split_finish.hpp"
+#include "x86/pack.hpp"
 #include "x86/transpose_a_rows.hpp"
 
 #include <catch2/catch.hpp>
@@ -163,8 +164,8 @@ jitmm_engine* make_engine(const char* max_isa, int threads) {
 
 const int64_t kOddSizes[] = {1, 3, 7, 17, 33, 63, 65, 127};
 
-// The generator that serves case c (its leading dimensions as check_case sets them).
-std::string generator_name(jitmm_engine* e, const Case& c) {
+// The generator (or, with recipe, the recipe) that serves case c (its leading dimensions as check_case sets them).
+std::string generator_name(jitmm_engine* e, const Case& c, bool recipe = false) {
     jitmm_matmul_desc d;
     REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
     d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
@@ -174,7 +175,7 @@ std::string generator_name(jitmm_engine* e, const Case& c) {
     jitmm_kernel_info info;
     info.struct_size = sizeof info;
     REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
-    const std::string name = info.generator;
+    const std::string name = recipe ? info.recipe : info.generator;
     jitmm_kernel_release(kernel);
     return name;
 }
@@ -1822,6 +1823,196 @@ TEST_CASE("x86 f32: a transposed A packed by groups of row tiles", "[x86][matmul
                 c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_NONE;
                 check_case(e, c, rng);
                 ++it;
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+}
+
+// B as stored packed by each block's first row tile as its FMAs read it (plan.pack_b_fused): few rows, a long
+// K, and rows of B that spread over the cache sets. Checked against the reference over row, column and K
+// tails, several K and N blocks, ld > width, batches, epilogues and thread counts (the chunks of several
+// threads may start on the row tail, which then packs its blocks before its calls), and bit for bit against
+// the same blocking packed between the blocks.
+TEST_CASE("x86 f32: B packed by the first row tile as it goes", "[x86][matmul]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    const auto fused = jitmm::plan::plan_x86_gemm_f32(plain_problem(70, 855, 3712, false, false), cpu, isa, 1);
+    CHECK(fused.pack_b_fused);
+    CHECK(fused.kc <= 256);
+    CHECK(fused.layout.b_pack_prefetch_k == 32);
+    // Rows 11008 floats apart start in 4 L1 sets: a short prefetch distance.
+    const auto strided = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 11008, 4096, false, false), cpu, isa, 1);
+    CHECK(strided.pack_b_fused);
+    CHECK(strided.layout.b_pack_prefetch_k == 5);
+    // Rows 16 KiB apart alias in L1 and L2; a transposed B, many rows and a short K keep the copy pass.
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 4096, 4096, false, false), cpu, isa, 1).pack_b_fused);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(70, 855, 3712, false, true), cpu, isa, 1).pack_b_fused);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(1000, 855, 3712, false, false), cpu, isa, 1).pack_b_fused);
+    CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(plain_problem(70, 855, 32, false, false), cpu, isa, 1).pack_b_fused);
+
+    std::mt19937 rng(2024);
+    struct Knobs { const char* kc; const char* nc; };
+    const Knobs knobs[] = {{"", ""}, {"37", "96"}, {"64", "200"}};
+    for (const Tier& tier : runnable_tiers()) {
+        for (int ki = 0; ki < 3; ++ki) {
+            const int threads = 1 + ki;
+            INFO("tier " << tier.name << " kc " << knobs[ki].kc << " nc " << knobs[ki].nc << " threads " << threads);
+            setenv("JITMM_X86_KC", knobs[ki].kc, 1);
+            setenv("JITMM_X86_NC", knobs[ki].nc, 1);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            const Case cases[] = {
+                {70, 855, 371, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
+                {97, 650, 263, 1, false, false, 3, 5, 1, 0.5f, 1.0f, JITMM_EPILOGUE_RELU},
+                {64, 611, 300, 2, true, false, 0, 2, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU, JITMM_BIAS_PER_ROW},
+                {77, 1517, 190, 2, false, false, 1, 7, 0, -1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+                {255, 700, 229, 1, true, false, 2, 1, 3, 1.0f, -1.0f, JITMM_EPILOGUE_BIAS},
+            };
+            for (const Case& c : cases) {
+                INFO(describe(c));
+                CHECK(generator_name(e, c, true).find("packB(fused)") != std::string::npos);
+                check_case(e, c, rng);
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+    unsetenv("JITMM_X86_KC");
+    unsetenv("JITMM_X86_NC");
+
+    // The same blocking and arithmetic with the copy pass: the same bits.
+    const int64_t m = 83, n = 154, k = 1415;
+    std::uniform_real_distribution<float> uni(-1, 1);
+    std::vector<float> a(m * k), b(k * n), c_fused(m * n, 1.0f), c_copied(m * n, 2.0f);
+    for (auto& x : a) x = uni(rng);
+    for (auto& x : b) x = uni(rng);
+    jitmm_matmul_desc d;
+    jitmm_matmul_desc_init(&d);
+    d.m = m; d.n = n; d.k = k;
+    jitmm_matmul_args args;
+    jitmm_matmul_args_init(&args);
+    args.a = a.data(); args.b = b.data();
+    for (int copied = 0; copied < 2; ++copied) {
+        if (copied) setenv("JITMM_X86_FUSED_PACK", "0", 1);
+        jitmm_engine* e = make_engine(nullptr, 1);
+        CHECK((generator_name(e, Case{m, n, k}, true).find("packB(fused)") != std::string::npos) == !copied);
+        args.c = copied ? c_copied.data() : c_fused.data();
+        REQUIRE(jitmm_matmul(e, &d, &args) == JITMM_STATUS_SUCCESS);
+        jitmm_engine_destroy(e);
+    }
+    unsetenv("JITMM_X86_FUSED_PACK");
+    CHECK(std::memcmp(c_fused.data(), c_copied.data(), c_fused.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("x86 f32: transpose_f32 writes exactly rows x cols, odd sizes and strides", "[x86][matmul]") {
+    std::mt19937 rng(4711);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    const bool avx512 = jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512;
+    for (bool use_avx512 : {false, avx512}) {
+        for (int64_t rows : {1, 2, 5, 16, 17, 33, 300}) {
+            for (int64_t cols : {1, 3, 16, 23, 40}) {
+                INFO("rows " << rows << " cols " << cols << " avx512 " << use_avx512);
+                const int64_t src_ld = cols + (rows % 3), dst_ld = rows + (cols % 5);
+                std::vector<float> src(static_cast<size_t>(rows * src_ld));
+                for (auto& x : src) x = uni(rng);
+                std::vector<float> dst(static_cast<size_t>(cols * dst_ld), kPadSentinel);
+                jitmm::x86::transpose_f32(src.data(), src_ld, rows, cols, dst.data(), dst_ld, use_avx512);
+                int64_t wrong = 0, bad_pad = 0;
+                for (int64_t c = 0; c < cols; ++c)
+                    for (int64_t r = 0; r < dst_ld; ++r) {
+                        const float got = dst[static_cast<size_t>(c * dst_ld + r)];
+                        if (r >= rows) bad_pad += got != kPadSentinel;
+                        else wrong += got != src[static_cast<size_t>(r * src_ld + c)];
+                    }
+                CHECK(wrong == 0);
+                CHECK(bad_pad == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 f32 planner: few columns of an A stored K x M are computed as C transposed", "[x86][plan]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    auto serves_with_c_transposed = [&](const jitmm::Problem& p, jitmm::hw::X86Isa isa) {
+        return jitmm::plan::serves_with_c_transposed(p, cpu, isa);
+    };
+    const auto avx512 = jitmm::hw::X86Isa::avx512, avx2 = jitmm::hw::X86Isa::avx2;
+    CHECK(serves_with_c_transposed(plain_problem(2523, 4, 164, true, false), avx512));
+    CHECK(serves_with_c_transposed(plain_problem(2508, 17, 180, true, true), avx512));
+    CHECK(serves_with_c_transposed(plain_problem(64, 4, 32, true, false), avx512));
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2523, 4, 164, true, false), avx2));   // no AVX-512 transpose
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2508, 17, 12, true, false), avx512));  // short K
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2508, 24, 90, true, true), avx512));   // columns enough
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2477, 3, 96, false, false), avx512));  // A stored M x K
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(40, 4, 164, true, false), avx512));    // few rows
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(2523, 1, 164, true, false), avx512));  // a vector: swapped
+    // Up to 256 columns where A is past L2 and K long enough.
+    CHECK(serves_with_c_transposed(plain_problem(3386, 59, 2345, true, true), avx512));
+    CHECK(serves_with_c_transposed(plain_problem(1330, 256, 500, true, false), avx512));
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(3386, 256, 100, true, true), avx512));  // short K
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(3000, 384, 200, true, true), avx512));  // many columns
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(100, 32, 1000, true, false), avx512));  // A within L2
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(3386, 59, 2345, false, true), avx512)); // A stored M x K
+}
+
+TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed into C", "[x86][matmul]") {
+    std::mt19937 rng(2523);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        const bool avx512 = tier.isa >= jitmm::hw::X86Isa::avx512;
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0, transposed = 0;
+            for (int64_t m : {64, 77, 300, 1030}) {
+                for (int64_t n : {2, 3, 16, 17, 23}) {
+                    for (int64_t k : {20, 33, 164}) {
+                        Case c;
+                        c.m = m;
+                        c.n = n;
+                        c.k = k;
+                        c.ta = true;
+                        c.tb = it % 2 == 1;
+                        c.lda_pad = it % 3 == 0 ? 5 : 0;
+                        c.ldb_pad = it % 4 == 1 ? 3 : 0;
+                        c.ldc_pad = it % 5 == 2 ? 7 : 0;
+                        c.alpha = it % 5 == 0 ? -0.5f : 1.0f;
+                        c.beta = it % 3 == 1 ? 0.5f : it % 7 == 3 ? 1.0f : 0.0f;
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.batch = it % 4 == 2 ? 3 : 1;
+                        c.share_a = c.batch > 1 && it % 8 == 2;
+                        c.share_b = c.batch > 1 && it % 8 == 6;
+                        const bool ct = jitmm::plan::serves_with_c_transposed(plain_problem(m, n, k, true, c.tb),
+                                                                               jitmm::hw::cpu_info(), tier.isa);
+                        CHECK((generator_name(e, c).find("_ct") != std::string::npos) == ct);
+                        transposed += ct;
+                        check_case(e, c, rng);
+                        ++it;
+                    }
+                }
+            }
+            CHECK((transposed >= 50) == avx512);  // (of 60: all but m = 64 over 17 and 23 columns)
+            // 1024 rows: the scratch rows are padded off 4 KiB strides.
+            Case aligned{1024, 5, 40, 2, true, false, 0, 0, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU};
+            check_case(e, aligned, rng);
+            // Up to 256 columns over an A past L2 (on this machine's L2): the swapped problem packs its B as it goes.
+            const Case wide[] = {
+                {1030, 64, 600, 1, true, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
+                {700, 200, 700, 2, true, false, 3, 1, 5, 0.5f, 0.5f, JITMM_EPILOGUE_BIAS_GELU_ERF, JITMM_BIAS_PER_ROW},
+                {520, 256, 900, 1, true, false, 0, 7, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_RELU},
+                {777, 33, 1500, 1, true, true, 1, 0, 2, -1.0f, 0.0f, JITMM_EPILOGUE_SILU},
+            };
+            for (const Case& c : wide) {
+                INFO(describe(c));
+                jitmm::Problem p = plain_problem(c.m, c.n, c.k, true, c.tb);
+                p.batch = c.batch;
+                const bool ct = jitmm::plan::serves_with_c_transposed(p, jitmm::hw::cpu_info(), tier.isa);
+                CHECK((generator_name(e, c).find("_ct") != std::string::npos) == ct);
+                check_case(e, c, rng);
             }
             jitmm_engine_destroy(e);
         }

@@ -3,6 +3,7 @@
 #include "plan/x86_gemm_partition.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -163,6 +164,14 @@ constexpr int kTransposedAPrefetchSteps = 16;
 constexpr int64_t kMaxKForCTilePrefetch = 12;
 // k steps ahead that a B read in place from memory has its rows prefetched (see b_streams_from_memory).
 constexpr int kBRowPrefetchSteps = 32;
+// Fused B packing (fused_packing_fits): the most k steps ahead a packing variant prefetches the B rows it
+// reads (1 thread, 70x855x3712: 8 ahead 3110 us, 16 3020, 32 2960, 64 3050), and the fewest worth it; its K
+// block (70x855x3712, 14x32 tiles: 464-long blocks 2960 us, 256 2560); the most rows of A and the least K.
+constexpr int kFusedPackPrefetchSteps = 32;
+constexpr int kMinFusedPackPrefetchSteps = 4;
+constexpr int64_t kMaxFusedPackKBlock = 256;
+constexpr int64_t kMaxFusedPackRows = 256;
+constexpr int64_t kMinFusedPackK = 64;
 // Column panels per B block up to which each call prefetches the next row tile's A (set below).
 constexpr int64_t kMaxPanelsForNextATilePrefetch = 2;
 
@@ -170,6 +179,31 @@ bool tile_packs_large_b(const Problem& p, int mr, int64_t nr, int64_t l2) {
     const bool b_small = 4.0 * double(p.k) * double(p.n) <= double(l2) / 4;
     const bool one_dense_panel = ceil_div(p.n, nr) == 1 && p.ldb <= 2 * nr;  // read in place (b_rows_in_place)
     return !p.trans_b && !b_small && !one_dense_panel && ceil_div(p.m, mr) > kMaxDirectBRowTiles;
+}
+
+// How many k steps ahead a packing variant (plan.pack_b_fused) prefetches the rows of B it reads as stored:
+// they should come from L2 (the block before prefetched them there), and up to 4 lines in flight per L1 set
+// (rows whose stride shares 1 KiB with 4 KiB, an L1 way, fall in 4 sets; 2-3 lines a row); 0 where the
+// rows alias too much to be packed so.
+int fused_pack_prefetch_steps(int64_t ldb_bytes) {
+    const int64_t sets_spanned = 4096 / std::gcd(ldb_bytes, int64_t(4096));  // L1 sets the rows' starts visit
+    return static_cast<int>(std::min<int64_t>(kFusedPackPrefetchSteps, sets_spanned * 4 / 3));
+}
+
+// Whether a B as stored that the driver packs (NN) is packed by each block's first row tile as it goes
+// (plan.pack_b_fused). It pays where few rows share each block (packing is a larger part of the work) and K
+// is long enough for the next block's prefetch to matter; with many rows or a short K the copy pass costs
+// less than the packing tile's reads of B as stored (1 thread, fused / packed between blocks: 70x855x3712
+// 0.79, 83x154x1415 TN 0.85, 113x226x3425 0.87; 459x948x314 x5 1.04, 1476x412x298 1.04, 35x1319x2 x18
+// 1.10). The next block's source waits in L2 for a whole block: a K block of rows must not land more than 4
+// to an L2 set (16 ways assumed), nor its lines crowd a few L1 sets (fused_pack_prefetch_steps; 128x4096x4096:
+// 24.7 ms packed between the blocks, 28.0 fused).
+bool fused_packing_fits(const Problem& p, const X86GemmPlan& plan, int64_t l2) {
+    if (!plan.pack_b || p.trans_b || p.m > kMaxFusedPackRows || p.k < kMinFusedPackK) return false;
+    const int64_t stride = p.ldb * 4;
+    const int64_t l2_way = std::max<int64_t>(4096, l2 / 16);
+    const int64_t l2_rows_per_set = kMaxFusedPackKBlock * std::gcd(stride, l2_way) / l2_way;
+    return fused_pack_prefetch_steps(stride) >= kMinFusedPackPrefetchSteps && l2_rows_per_set <= 4;
 }
 
 TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, bool l2_lines, int64_t l2,
@@ -383,6 +417,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // ahead, between the calls: 128x4096x4096 NT 8x3 tiles 120 -> 126 GFLOP/s with 512-long blocks instead
     // of 376; fewer K blocks, fewer C round trips: 14x2 tiles then run 512-long blocks), a quarter where B
     // comes from memory in place.
+    const bool fused_candidate = fused_packing_fits(p, plan, l2);
     const int64_t a_budget = l2_lines || plan.pack_b ? l1 * 5 / 8 : l1 / 4;
     int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small)
                            ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
@@ -396,6 +431,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const bool few_tiles_for_threads = num_threads > 1 && p.batch * m_tiles < 4 * int64_t(num_threads);
     if (a_read_once && !few_tiles_for_threads && kc_limit < p.k)
         kc_limit = std::max(kc_limit, std::min<int64_t>(p.k, (l2 / 2) / (4 * round_up(p.n, nr))));
+    if (fused_candidate) kc_limit = std::min<int64_t>(kc_limit, kMaxFusedPackKBlock);
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(L.k_unroll, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
@@ -406,7 +442,10 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // alternated against a quarter: 128x4096x4096 NT bias+GELU 156 -> 160, 128x4096x11008 NT 158 -> 166,
     // 16x4096x4096 NT 65 -> 74; the same with B's rows padded off 4 KiB strides, so not L2 set aliasing; NN and
     // 512 rows or more measured slower with the smaller block).
-    const int64_t b_block_bytes = p.trans_b && m_tiles <= 16 ? l2 / 8 : l2 / 2;
+    // Fused packing keeps one block in L2 beside the next block's source (prefetched there for its first
+    // row tile): a quarter of L2 each (70x855x3712, 256-long K blocks: 855 columns, one block, 3280 us; 544,
+    // 2570; 288, 2530).
+    const int64_t b_block_bytes = fused_candidate ? l2 / 4 : p.trans_b && m_tiles <= 16 ? l2 / 8 : l2 / 2;
     plan.nc = std::max<int64_t>(nr, b_block_bytes / (plan.kc * 4) / nr * nr);
     if (const char* forced = std::getenv("JITMM_X86_NC")) plan.nc = std::max<int64_t>(1, std::atoi(forced) / nr) * nr;
     plan.mc = std::max<int64_t>(L.mr, (l2 / 4) / (plan.kc * 4) / L.mr * L.mr);
@@ -445,6 +484,17 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         L.b_prefetch_runs = 0;
         L.b_prefetch_step = 0;
         L.b_prefetch_ld = 0;
+    }
+    // A B as stored that the driver packs is packed by each block's first row tile as its FMAs read it (the
+    // packing variants store every B vector they load): the copy then costs two stores per k step beside the
+    // tile's FMAs instead of a pass with the FMA units idle, and one block buffer in L2 instead of two.
+    plan.pack_b_fused = fused_candidate && !plan.single_call && !L.b_from_memory &&
+                        int64_t(L.k_unroll + kFusedPackPrefetchSteps) * p.ldb * 4 < (int64_t(1) << 31);
+    if (const char* v = std::getenv("JITMM_X86_FUSED_PACK")) plan.pack_b_fused = plan.pack_b_fused && std::atoi(v) != 0;
+    if (plan.pack_b_fused) {
+        L.b_source_ldb = p.ldb;
+        L.b_pack_prefetch_k = fused_pack_prefetch_steps(p.ldb * 4);
+        if (const char* v = std::getenv("JITMM_X86_FUSED_PF")) L.b_pack_prefetch_k = std::max(0, std::atoi(v));
     }
     // A read in place as stored, by row tiles over at most two column panels (the driver's next call soon runs
     // the next row tile), and too large to stay in L2 between calls: each call prefetches the next tile's rows
@@ -568,6 +618,47 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     return plan;
 }
 
+// An A stored K x M over few columns: the broadcast tiles read mr values of A per k step from a new stored row
+// (a walk down K the prefetchers do not follow, one broadcast per A value) and fill a vector per row with N
+// columns, most of its lanes padding. Computed as C^T = op(B)^T op(A)^T, A's stored rows are the swapped
+// problem's B rows, read front to back into full vectors along M, and the few columns are its rows; the scratch
+// C^T is then transposed into C (and C into it first, with beta). 1 thread, median us, in place -> C transposed:
+// 2523x4x164 TN 142 -> 31, 2508x17x180 TN 234 -> 112, TT 166 -> 110, 5046x4x328 TN 1121 -> 446, 3000x3x200 TN
+// 389 -> 124, 1367x7x311 TN 93 -> 40, 512x8x512 TN 44 -> 19.6, 148x2x85 x64 TN 253 -> 185, 64x4x32 x16 TN 5.3 ->
+// 2.6, 300x5x20 x8 TN 8.5 -> 5.4, 2000x8x1000 TT 1314 -> 527, 1024x16x2048 TN 1442 -> 749. Not kept: a K under
+// kCTransposedMinK, where the transposes outweigh the K loop (2508x17x12 TN 11.5 -> 14.3, 2508x17x16 14.2 ->
+// 15.3), nor kCTransposedMaxN columns or more (2508x24x90 TT 72.7 -> 74.4, 2508x31x180 TT 172 -> 184), nor an A
+// stored M x K, which the swapped problem would transpose whole (2477x3x12 x10 NN 64 -> 93, 2085x11x96 x2 NN 75
+// -> 101).
+// The same pays for up to kCTransposedWideMaxN columns where A does not stay in L2 (the broadcast tiles then
+// pack the transposed A by groups of row tiles, a pass over A per column panel, which a few panels' FMAs do not
+// repay) and K is long enough for the swapped problem's few rows (N) to run at speed: it is an NN or TN problem
+// of N rows over B = A as stored, whose blocks its first row tile packs as it goes (1 thread, median of 2
+// alternated rounds, in place -> C transposed, TT / TN: 1330x32x2000 2609 -> 1370 / 2546 -> 1378 us, 3386x64x2000
+// 8508 -> 5676 / 8559 -> 6115, 1000x128x1000 1.41x / 1.34x, 3000x128x200 1.10x / 1.10x, 1330x256x500 1.07x /
+// 1.06x, 400x256x2000 1.27x / 1.15x, 3386x59x2345 TT 9670 -> 6390). Not kept: K under kCTransposedWideMinK
+// (3386x256x100 0.70x, 3386x128x100 0.81x / 0.77x), more columns (3000x384x200 0.85x / 0.86x, 1000x1024x200
+// 0.81x / 0.76x), an A within L2 (100x32x1000 0.98x / 0.79x, 1330x64x100 1.03x / 0.97x).
+constexpr int64_t kCTransposedMinK = 20;
+constexpr int64_t kCTransposedMaxN = 24;
+constexpr int64_t kCTransposedMinM = 64;
+constexpr int64_t kCTransposedWideMaxN = 256;
+constexpr int64_t kCTransposedWideMinK = 200;
+
+bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
+    if (isa < hw::X86Isa::avx512 || p.quantized()) return false;
+    const bool fits = p.m > 1 && p.n > 1 && p.k > 1;
+    if (const char* v = std::getenv("JITMM_X86_CT")) return fits && std::atoi(v) != 0;
+    if (!fits || !p.trans_a) return false;
+    const bool few_columns =
+        p.n < kCTransposedMaxN && p.k >= kCTransposedMinK && p.m >= kCTransposedMinM && p.m >= 4 * p.n;
+    const double a_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
+    const bool a_past_l2 = a_bytes > double(cpu.l2_bytes) * 7 / 8;
+    const bool wide_past_l2 =
+        p.n <= kCTransposedWideMaxN && p.k >= kCTransposedWideMinK && p.m >= p.n && a_past_l2;
+    return few_columns || wide_past_l2;
+}
+
 int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts) {
     if (threads <= 1 || max_parts < 2 || batch < 1 || units % threads == 0 || units >= 4 * int64_t(threads)) return 1;
     // One task per (batch, part), each over all of its batch's tiles, at most one task per thread.
@@ -596,7 +687,8 @@ std::string X86GemmPlan::describe() const {
     char buf[320];
     std::snprintf(buf, sizeof buf, "%s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%dx%d%s%s",
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
-                  static_cast<long long>(mc), static_cast<long long>(nc), pack_b ? "packB" : "directB",
+                  static_cast<long long>(mc), static_cast<long long>(nc),
+                  pack_b_fused ? "packB(fused)" : pack_b ? "packB" : "directB",
                   pack_a ? " packA" : "", single_call ? " single-call" : "", k_split_ready ? " ksplit-ready" : "",
                   threads, m_chunks, n_chunks, k_splits, share_a ? " sharedA" : "", prefetch);
     return buf;
@@ -613,6 +705,7 @@ void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('q', layout.a_prefetch_k);
     w.i64('P', layout.b_prefetch_runs).i64('S', layout.b_prefetch_step).i64('D', layout.b_prefetch_ld);
     w.i64('c', (layout.c_next_prefetch ? 1 : 0) | (layout.a_next_tile_prefetch ? 2 : 0));
+    if (pack_b_fused) w.i64('F', layout.b_source_ldb).i64('G', layout.b_pack_prefetch_k);
 }
 
 }  // namespace jitmm::plan

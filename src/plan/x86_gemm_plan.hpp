@@ -16,6 +16,8 @@ struct X86GemmPlan {
     int64_t kc = 0;             // K block (the last block may be shorter)
     int64_t mc = 0, nc = 0;     // M and N blocks: multiples of mr and nr
     bool pack_b = false;        // B copied into zero-padded [kc][nr] panels
+    bool pack_b_fused = false;  // pack_b of a B as stored: each block's first row tile packs it as its FMAs
+                                // read it (packs_b variants) instead of a copy pass between the blocks
     bool pack_a = false;        // each A row tile copied into a panel just before its use
     int64_t a_panel_ld = 0;     // packed A row stride: [mr][a_panel_ld] (A as stored) or [k][mr] (trans_a)
     bool single_call = false;   // small problem: every tile emitted into one function, one call per batch
@@ -41,6 +43,11 @@ constexpr int64_t kSplitMaxRowTiles = 16;
 // many as the threads take at once (at most max_parts), when that cuts the makespan by 10% or more.
 // Depends only on its arguments, so a thread count always gives the same partition.
 int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts);
+
+// Whether an f32 problem runs as C^T = op(B)^T op(A)^T into a scratch C^T (rows of M values) that is then
+// transposed into C: an A stored K x M over few columns (or up to 256 where A is past L2), whose stored rows
+// become the swapped problem's B rows, read front to back with the vectors along M (see the definition). JITMM_X86_CT=0/1 forces it (tuning knob).
+bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa);
 
 // isa: the tier the kernel is generated for (avx2 or avx512; higher tiers map to avx512 for f32).
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);

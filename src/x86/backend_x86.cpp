@@ -10,8 +10,12 @@
 #include "x86/gemm_f32_dot_kernel.hpp"
 #include "x86/gemm_f32_kernel.hpp"
 #include "x86/gemm_lowp_kernel.hpp"
+#include "x86/pack.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace jitmm::x86 {
 
@@ -45,9 +49,9 @@ private:
 struct BroadcastF32Family {
     using Recipe = plan::X86GemmPlan;
     using KernelType = GemmF32Kernel;
-    static constexpr int kVersion = 13;  // bump when the emitted code changes for the same recipe (10: aligned,
+    static constexpr int kVersion = 14;  // bump when the emitted code changes for the same recipe (10: aligned,
                                          // 11: one shared activation chain, 12: alpha/beta encoded directly,
-                                         // 13: erf-GELU's erfc to relative accuracy)
+                                         // 13: erf-GELU's erfc to relative accuracy, 14: B packing variants)
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
     }
@@ -149,6 +153,115 @@ private:
     std::string generator_;
 };
 
+// C^T = op(B)^T op(A)^T computed into a scratch of N rows of M values, then transposed into C (see
+// plan::serves_with_c_transposed): the swapped problem's A is op(B)^T, its B op(A)^T, its bias per row a bias
+// per column of C (and the other way round); alpha, beta and the activation act elementwise. With beta, C is
+// first transposed into the scratch.
+// (Whole lines per row, off multiples of 4 KiB: the transposes read 16 rows at one offset.)
+int64_t transposed_c_ld(const Problem& p) {
+    const int64_t ld = (p.m + 15) / 16 * 16;
+    return ld % 1024 == 0 ? ld + 16 : ld;
+}
+
+Problem c_transposed_problem(const Problem& p) {
+    Problem s = p;
+    s.m = p.n;
+    s.n = p.m;
+    s.trans_a = !p.trans_b;
+    s.lda = p.ldb;
+    s.trans_b = !p.trans_a;
+    s.ldb = p.lda;
+    s.ldc = transposed_c_ld(p);
+    s.stride_a = p.stride_b;
+    s.stride_b = p.stride_a;
+    s.stride_c = p.n * s.ldc;
+    if (p.bias == BiasKind::per_column) s.bias = BiasKind::per_row;
+    else if (p.bias == BiasKind::per_row) s.bias = BiasKind::per_column;
+    return s;
+}
+
+class TransposedCKernel final : public Kernel {
+public:
+    TransposedCKernel(std::shared_ptr<Kernel> inner, const Problem& p, bool avx512,
+                      std::shared_ptr<const ParallelRunner> runner)
+        : Kernel(inner->meta()), inner_(std::move(inner)), p_(p), ldt_(transposed_c_ld(p)), avx512_(avx512),
+          runner_(std::move(runner)) {}
+    void run(const RunArgs& args) const override {
+        const int64_t batch_floats = p_.n * ldt_;
+        float* scratch = scratch_buffer(static_cast<size_t>(p_.batch * batch_floats));
+        auto* c = static_cast<float*>(args.c);
+        // The transposes in pieces of kTransposeRows rows of C per batch, over as many threads as have about
+        // kTransposeFloatsPerThread values each.
+        const int64_t pieces = (p_.m + kTransposeRows - 1) / kTransposeRows, tasks = p_.batch * pieces;
+        const int threads = static_cast<int>(std::clamp<int64_t>(
+            p_.batch * p_.m * p_.n / kTransposeFloatsPerThread, 1, std::min<int64_t>(tasks, runner_->num_threads())));
+        auto transpose = [&](bool into_scratch) {
+            auto piece = [&](int64_t t) {
+                const int64_t batch = t / pieces, i0 = t % pieces * kTransposeRows;
+                const int64_t rows = std::min(kTransposeRows, p_.m - i0);
+                float* ct = scratch + batch * batch_floats + i0;
+                float* cb = c + batch * p_.stride_c + i0 * p_.ldc;
+                if (into_scratch) transpose_f32(cb, p_.ldc, rows, p_.n, ct, ldt_, avx512_);
+                else transpose_f32(ct, ldt_, p_.n, rows, cb, p_.ldc, avx512_);
+            };
+            if (threads > 1) runner_->parallel_for_in_runs(tasks, threads, piece);
+            else for (int64_t t = 0; t < tasks; ++t) piece(t);
+        };
+        if (p_.beta != 0.0f) transpose(true);
+        RunArgs swapped = args;
+        swapped.a = args.b;
+        swapped.b = args.a;
+        swapped.c = scratch;
+        inner_->run(swapped);
+        transpose(false);
+    }
+    size_t workspace_bytes() const override { return inner_->workspace_bytes(); }  // (passed through to it)
+
+private:
+    // The calling thread's scratch, grown on demand and kept (64-byte aligned rows: ldt_ is whole lines).
+    static float* scratch_buffer(size_t floats) {
+        thread_local std::vector<float> buffer;
+        if (buffer.size() < floats + 16) buffer.resize(floats + 16);
+        const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+        return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
+    }
+
+    static constexpr int64_t kTransposeRows = 256;
+    static constexpr int64_t kTransposeFloatsPerThread = 16384;
+    std::shared_ptr<Kernel> inner_;
+    Problem p_;
+    int64_t ldt_;
+    bool avx512_;
+    std::shared_ptr<const ParallelRunner> runner_;
+};
+
+class TransposedCPlan final : public Plan {
+public:
+    TransposedCPlan(std::unique_ptr<Plan> inner, const Problem& p, bool avx512,
+                    std::shared_ptr<const ParallelRunner> runner)
+        : inner_(std::move(inner)), p_(p), avx512_(avx512), runner_(std::move(runner)),
+          generator_(std::string(inner_->generator()) + "_ct") {}
+
+    const char* generator() const override { return generator_.c_str(); }
+    int generator_version() const override { return inner_->generator_version(); }
+    std::string describe() const override { return "C transposed (C^T = op(B)^T op(A)^T): " + inner_->describe(); }
+    void append_key(KeyWriter& w) const override {
+        w.i64('W', 2);
+        inner_->append_key(w);
+    }
+    Artifact compile() const override { return inner_->compile(); }
+    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
+        return std::make_shared<TransposedCKernel>(inner_->load(artifact, std::move(meta)), p_, avx512_, runner_);
+    }
+
+private:
+    std::unique_ptr<Plan> inner_;
+    Problem p_;
+    bool avx512_;
+    std::shared_ptr<const ParallelRunner> runner_;
+    std::string generator_;
+};
+
 // Low precision: int8 (AMX, VNNI, widened), bf16 (AMX, vdpbf16ps, via f32), f16 (via f32).
 struct LowpFamily {
     using Recipe = plan::X86LowpPlan;
@@ -199,14 +312,17 @@ public:
     const std::string& device() const override { return device_; }
     const std::string& fingerprint() const override { return fingerprint_; }
 
-    std::unique_ptr<Plan> plan(const Problem& p) const override {
+    std::unique_ptr<Plan> plan(const Problem& p) const override { return plan(p, true); }
+
+    // c_transposable: false for the swapped problem of a C computed transposed (never swapped back).
+    std::unique_ptr<Plan> plan(const Problem& p, bool c_transposable) const {
         // One row of A stored K x 1 (lda 1) is the same K values as a row stored 1 x K: planned as that, the
         // decode paths serve it (1 thread, 1x4096x4096 TT f32: 5.8 ms on the broadcast tiles, 0.75x oneDNN).
         if (p.m == 1 && p.trans_a && p.lda == 1) {
             Problem row = p;
             row.trans_a = false;
             row.lda = p.k;
-            return plan(row);
+            return plan(row, c_transposable);
         }
         // K = 1 (an outer product): an A stored 1 x M holds the same M values as an M x 1 column of stride 1,
         // and a B stored N x 1 with stride 1 the same N values as a 1 x N row; planned untransposed, neither is
@@ -221,7 +337,7 @@ public:
                 outer.trans_b = false;
                 outer.ldb = p.n;
             }
-            return plan(outer);
+            return plan(outer, c_transposable);
         }
         if (serves_as_swapped(p)) return std::make_unique<SwappedOperandsPlan>(plan(swapped_operands(p)));
         if (plan::is_lowp_problem(p)) {
@@ -248,6 +364,9 @@ public:
         if (isa_ < hw::X86Isa::avx2)
             fail(JITMM_STATUS_UNSUPPORTED, "cpu: this CPU has no AVX2+FMA (or the cap is below avx2); jitmm needs at "
                                            "least the avx2 tier");
+        if (c_transposable && plan::serves_with_c_transposed(p, hw::cpu_info(), isa_))
+            return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
+                                                     isa_ >= hw::X86Isa::avx512, runner_);
         if (plan::dot_family_serves(p, isa_))
             return std::make_unique<X86Plan<DotF32Family>>(
                 p, plan::plan_x86_gemm_f32_dot(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);

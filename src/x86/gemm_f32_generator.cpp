@@ -40,10 +40,12 @@ EpilogueWork epilogue_work(const GemmF32Layout& L, const UkernelVariant& v) {
 // has as many vectors: the two share one body, whose epilogue masks the last vector with k1 (all lanes for
 // the full tile), set by each entry.
 bool same_body(const GemmF32Layout& L, const UkernelVariant& a, const UkernelVariant& b) {
-    if (a.rows != b.rows || a.k_len != b.k_len || a.partial != b.partial) return false;
+    if (a.rows != b.rows || a.k_len != b.k_len || a.partial != b.partial || a.packs_b != b.packs_b) return false;
     if (a.cols == b.cols) return true;
     const int vlen = vector_length(L.isa);
-    return L.b_packed && L.isa >= hw::X86Isa::avx512 && (a.cols + vlen - 1) / vlen == (b.cols + vlen - 1) / vlen;
+    // (A packing variant reads B as stored: its column tail masks the loads.)
+    return L.b_packed && !a.packs_b && L.isa >= hw::X86Isa::avx512 &&
+           (a.cols + vlen - 1) / vlen == (b.cols + vlen - 1) / vlen;
 }
 
 using Xbyak::Xmm;
@@ -52,7 +54,8 @@ using Xbyak::Reg64;
 // Register plan (System V): rdi = A, rsi = B, rdx = C, rcx = bias, r8 = the A row to prefetch, r9 = the
 // next B block's source to prefetch, r10 = the next call's C row to prefetch (the seventh argument, from the
 // stack); rax = K-loop counter; r11 = A's or B's per-k step when it is not an immediate, or the next C row
-// (K loop), then the C row cursor (epilogue), r10 = its row step when not an immediate.
+// (K loop), then the C row cursor (epilogue), r10 = its row step when not an immediate. A packs_b variant's
+// K loop keeps its packed-panel cursor (the eighth argument) in rcx, the bias pointer waiting in the red zone.
 class GemmF32Emitter : public Xbyak::CodeGenerator {
 public:
     GemmF32Emitter(const GemmF32Layout& layout, uint8_t* buffer, size_t capacity)
@@ -95,6 +98,7 @@ public:
             prefetch_c(group[0]);
             zero_accumulators();
             k_loop(group[0].k_len);
+            end_packing();
             epilogue(group[0]);
             vzeroupper();
             ret();
@@ -116,6 +120,7 @@ public:
         prefetch_c(group[0]);
         zero_accumulators();
         k_loop(group[0].k_len);
+        end_packing();
         for (size_t k = 1; k < kinds.size(); ++k) {
             cmp(epilogue_kind, static_cast<uint32_t>(k));
             je(epilogues[k], T_NEAR);
@@ -220,6 +225,13 @@ public:
 private:
     // ---- register allocation for one variant --------------------------------------------------------
     void begin_variant(const UkernelVariant& v) {
+        packing_ = v.packs_b;
+        if (packing_) {
+            // The packed-panel cursor in rcx; the bias pointer waits below the stack pointer (the eighth
+            // argument is above the return address and the seventh).
+            mov(ptr[rsp - kSavedBiasOffset], rcx);
+            mov(rcx, ptr[rsp + 16]);
+        }
         rows_ = v.rows;
         cols_ = v.cols;
         nvec_ = (v.cols + vlen_ - 1) / vlen_;
@@ -231,6 +243,12 @@ private:
         mask_reg_ = vector_register_count(L_.isa) - 1;
         if (tail_ != 0 && !mask_last_vector_) set_tail_mask();  // (a shared body's entries set it)
     }
+    // After a packing variant's K loop: the bias pointer back in rcx for the epilogue.
+    void end_packing() {
+        if (packing_) mov(rcx, ptr[rsp - kSavedBiasOffset]);
+    }
+    // Below the epilogue number (rsp - 8) in the red zone.
+    static constexpr int kSavedBiasOffset = 16;
     Xmm vreg(int i) const { return avx512_ ? Xmm(Xbyak::Operand::ZMM, i) : Xmm(Xbyak::Operand::YMM, i); }
     Xmm acc(int i, int j) const { return vreg(i * nvec_ + j); }
     Xmm bvec(int j) const { return vreg(b_base_ + j); }
@@ -286,17 +304,23 @@ private:
     // ---- main loop: broadcast A[i][k], FMA against the row B[k][0..cols) --------------------------------
     int64_t a_row_bytes() const { return L_.trans_a ? 4 : L_.lda * 4; }  // between rows i of op(A)
     int64_t a_k_bytes() const { return L_.trans_a ? L_.lda * 4 : 4; }    // between steps k
-    int64_t b_k_bytes() const { return L_.ldb * 4; }
+    int64_t b_k_bytes() const { return (packing_ ? L_.b_source_ldb : L_.ldb) * 4; }
+    int packed_row_bytes() const { return L_.nv * vlen_ * 4; }
 
-    // Lines of one B row the kernel reads (a packed panel row: the full width).
+    // Lines of one B row the kernel reads (a packed panel row: the full width; B as stored: the tile's
+    // columns, one line more where the rows do not start on lines).
     int b_row_lines() const {
+        if (packing_) return (cols_ * 4 + 63) / 64 + ((L_.b_source_ldb * 4) % 64 != 0 ? 1 : 0);
         const int bytes = (L_.b_packed ? L_.nv * vlen_ : cols_) * 4;
         return (bytes + 63) / 64;
     }
-    // prefetcht0 of line `line` of the B row `b_prefetch_k` steps after step u (none past the tile's lines).
+    // prefetcht0 of line `line` of the B row `b_prefetch_k` (packing: b_pack_prefetch_k) steps after step u
+    // (none past the tile's lines; a packing variant's last one covers the row's last value).
     void prefetch_b(int u, int line) {
-        if (L_.b_prefetch_k <= 0 || line >= b_row_lines()) return;
-        const int64_t off = int64_t(u + L_.b_prefetch_k) * b_k_bytes() + line * 64;
+        const int ahead = packing_ ? L_.b_pack_prefetch_k : L_.b_prefetch_k;
+        if (ahead <= 0 || line >= b_row_lines()) return;
+        const int64_t in_row = packing_ ? std::min(line * 64, cols_ * 4 - 4) : line * 64;
+        const int64_t off = int64_t(u + ahead) * b_k_bytes() + in_row;
         if (off > INT32_MAX) return;
         prefetcht0(ptr[rsi + static_cast<int32_t>(off)]);
     }
@@ -369,8 +393,11 @@ private:
             return;
         }
         for (int j = 0; j < nvec_; ++j) {
-            // A packed panel is zero padded to full width: only direct B reads need the mask.
-            load_from(bvec(j), rsi, u * b_k_bytes() + j * vlen_ * 4, is_tail_vector(j) && !L_.b_packed);
+            // A packed panel is zero padded to full width: only B read as stored needs the mask.
+            const bool as_stored = !L_.b_packed || packing_;
+            load_from(bvec(j), rsi, u * b_k_bytes() + j * vlen_ * 4, is_tail_vector(j) && as_stored);
+            // Packing: the vector as loaded (masked lanes zero) is the panel's row, padding included.
+            if (packing_) store_to(rcx, int64_t(u) * packed_row_bytes() + j * vlen_ * 4, bvec(j), false);
         }
         for (int i = 0; i < rows_; ++i) {
             broadcast_from(bcast(), rdi, u * a_k_bytes() + i * a_row_bytes());
@@ -462,6 +489,7 @@ private:
             }
             advance(rdi, r11, unroll * a_k_bytes());
             advance(rsi, r11, unroll * b_k_bytes());
+            if (packing_) advance(rcx, r11, int64_t(unroll) * packed_row_bytes());
             dec(rax);
             jnz_back(loop);
         }
@@ -476,6 +504,7 @@ private:
             k_step(0);
             advance(rdi, r11, a_k_bytes());
             advance(rsi, r11, b_k_bytes());
+            if (packing_) advance(rcx, r11, packed_row_bytes());
             dec(rax);
             jnz_back(loop);
         }
@@ -573,6 +602,7 @@ private:
     int rows_ = 0, cols_ = 0, nvec_ = 0, tail_ = 0;
     int b_base_ = 0, bcast_ = 0, mask_reg_ = 0;
     bool in_whole_ = false;
+    bool packing_ = false;           // the variant being emitted packs B (UkernelVariant::packs_b)
     bool mask_last_vector_ = false;  // a body shared by tiles of different widths: the epilogue masks with k1
     std::vector<size_t> activation_chain_;  // emit_activation_chain's entries by accumulator count (or empty)
 };
@@ -597,11 +627,14 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
     for (const auto& v : variants) {
         if (v.rows < 1 || v.rows > layout.mr || v.cols < 1 || v.cols > nr || v.k_len < 1)
             fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: variant outside the tile");
+        if (v.packs_b && (!layout.b_packed || layout.b_from_memory || layout.b_source_ldb < v.cols))
+            fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: a packing variant needs packed B registers");
         const size_t nvec = static_cast<size_t>((v.cols + vlen - 1) / vlen);
         capacity += 1024 + static_cast<size_t>(layout.b_prefetch_runs) * 8 + static_cast<size_t>(layout.mr) * 8 +
                     static_cast<size_t>(layout.k_unroll + 1) * (layout.mr / 16 + 2) * 8 +
                     static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + v.rows * (10 + nvec * 7)) * 2 +
-                    static_cast<size_t>(v.rows) * nvec * 440;
+                    static_cast<size_t>(v.rows) * nvec * 440 +
+                    (v.packs_b ? 64 + static_cast<size_t>(layout.k_unroll + 1) * nvec * 24 : 0);
     }
     for (const auto& t : whole) {
         const size_t nvec = static_cast<size_t>((t.variant.cols + vlen - 1) / vlen);

@@ -2,7 +2,7 @@
 // microkernels a shape needs. Each computes one C tile (rows x cols) over one K block:
 //
 //   void ukernel(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch,
-//                const float* b_prefetch, const float* c_next);
+//                const float* b_prefetch, const float* c_next, float* b_pack);
 //
 //   acc[rows][cols] = sum_k op(A)[i][k] * B[k][j]      (broadcast-FMA, accumulators stay in registers)
 //   first K block:  acc = alpha*acc + beta*C           (C not read when beta == 0)
@@ -56,6 +56,10 @@ struct GemmF32Layout {
     // The seventh argument points at the C tile of the driver's next call: the first mr K-loop iterations
     // each prefetch (into L2) one of its rows, so that its epilogue finds C in cache, not in memory.
     bool c_next_prefetch = false;
+    // Variants that pack B as they go (UkernelVariant::packs_b) read B as stored, rows b_source_ldb floats
+    // apart, prefetching each row's lines b_pack_prefetch_k steps ahead (0: none).
+    int64_t b_source_ldb = 0;
+    int b_pack_prefetch_k = 0;
 };
 
 struct UkernelVariant {
@@ -65,6 +69,11 @@ struct UkernelVariant {
     bool first = true;   // applies beta*C (else accumulates onto C)
     bool last = true;    // applies bias and activation
     bool partial = false;  // a K-split part: first never reads C (no beta), last applies no bias/activation
+    // Reads B as stored (layout.b_source_ldb; b_packed layouts only) and stores every B vector it loads into
+    // the packed panel at the eighth argument ([k][nr], the full tile's width: a column tail's masked lanes
+    // are stored as zeros), so that the first row tile of a block packs B for the others while its FMAs
+    // run, instead of a separate copy pass with the FMA units idle.
+    bool packs_b = false;
 };
 
 // One tile of a whole small problem emitted as a single function: the variant plus the tile's byte offsets
@@ -81,9 +90,10 @@ struct GeneratedCode {
 };
 
 // a_prefetch: the row of A to prefetch over this call's K range; b_prefetch: the run of the next B block's
-// source to prefetch; c_next: the next call's C tile (any readable address where there is none).
+// source to prefetch; c_next: the next call's C tile (any readable address where there is none); b_pack:
+// the packed panel a packs_b variant writes (ignored by the others).
 using UkernelFn = void (*)(const float* a, const float* b, float* c, const float* bias, const float* a_prefetch,
-                           const float* b_prefetch, const float* c_next);
+                           const float* b_prefetch, const float* c_next, float* b_pack);
 
 // Scratch registers the epilogue needs beyond the accumulators (activations use up to three).
 constexpr int kEpilogueTemps = 3;

@@ -44,14 +44,15 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
     // runs nothing but its own function, so it needs none (emitting them doubled its code and JIT time).
     std::vector<UkernelVariant> variants;
     std::vector<int> slots;
-    const int row_kinds[2] = {mr, static_cast<int>(p.m % mr)};
+    using K = GemmF32Kernel;
+    const int row_kinds[K::kRowKindCount] = {mr, static_cast<int>(p.m % mr), mr};
     const int col_kinds[2] = {nr, static_cast<int>(p.n % nr)};
-    for (int rt = 0; rt < 2 && !plan.single_call; ++rt) {
-        if (row_kinds[rt] == 0 || (rt == 0 && p.m < mr)) continue;
+    for (int rt = 0; rt < K::kRowKindCount && !plan.single_call; ++rt) {
+        if (row_kinds[rt] == 0 || (rt != K::kTailRows && p.m < mr)) continue;
+        if (rt == K::kPackingRows && !plan.pack_b_fused) continue;
         for (int ct = 0; ct < 2; ++ct) {
             if (col_kinds[ct] == 0 || (ct == 0 && p.n < nr)) continue;
-            for (int ph = 0; ph < GemmF32Kernel::kPhaseCount; ++ph) {
-                using K = GemmF32Kernel;
+            for (int ph = 0; ph < K::kPhaseCount; ++ph) {
                 bool wanted = k_blocks == 1 ? ph == K::kSingle
                                             : (ph == K::kFirst || ph == K::kLast || (ph == K::kMiddle && k_blocks > 2));
                 if (plan.k_split_ready && (ph == K::kPartFirst || ph == K::kPartFirstTail || ph == K::kPartLast))
@@ -65,6 +66,7 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
                 v.first = ph == K::kSingle || ph == K::kFirst || ph == K::kPartFirst || ph == K::kPartFirstTail;
                 v.last = ph == K::kSingle || ph == K::kLast || ph == K::kPartFirstTail || ph == K::kPartLast;
                 v.partial = ph >= K::kPartFirst;
+                v.packs_b = rt == K::kPackingRows;
                 variants.push_back(v);
                 slots.push_back((rt * 2 + ct) * K::kPhaseCount + ph);
             }
@@ -152,7 +154,7 @@ void GemmF32Kernel::run(const RunArgs& args) const {
                 pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, avx512, panels);
                 b_batch = panels;
             }
-            whole_(a + t * p_.stride_a, b_batch, c + t * p_.stride_c, bias, a, a, c);
+            whole_(a + t * p_.stride_a, b_batch, c + t * p_.stride_c, bias, a, a, c, nullptr);
         };
         if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for_in_runs(p_.batch, plan_.threads, one_batch);
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
@@ -243,10 +245,16 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
     };
     const size_t b_floats = static_cast<size_t>(ceil_div(std::min(plan_.nc, n1 - n0), nr) * nr *
                                                 std::min(plan_.kc, p_.k));
-    const bool double_buffer = plan_.pack_b && blocks > 1;
+    // Fused packing: each block's first row tile packs the block's panels as it reads B (one buffer: the
+    // block before is done with it), unless that tile is the row tail (no packing variant): then the block
+    // is packed before its calls.
+    const bool fused = plan_.pack_b_fused;
+    const bool double_buffer = plan_.pack_b && blocks > 1 && !fused;
     float* b_buffers[2] = {plan_.pack_b ? pack_buffer<1>(b_floats) : nullptr,
                            double_buffer ? pack_buffer<3>(b_floats) : nullptr};
-    if (plan_.pack_b) {
+    const int64_t first_step_ir = m0 + shared_a.first_tile % chunk_tiles * mr;
+    const bool first_step_packs = fused && first_step_ir + mr <= p_.m;
+    if (plan_.pack_b && !first_step_packs) {
         const Block first = block(0);
         pack(first, b_buffers[0], 0, pack_b_units(p_.trans_b, first.k_len, first.n_cur));
     }
@@ -257,21 +265,24 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
         if (split)
             phase = blk.kb == kb0 ? (last_block ? kPartFirstTail : kPartFirst) : (last_block ? kPartLast : kMiddle);
         else phase = k_blocks_ == 1 ? kSingle : blk.kb == 0 ? kFirst : last_block ? kLast : kMiddle;
-        const float* b_panels = b_buffers[i % 2];
+        const float* b_panels = b_buffers[fused ? 0 : i % 2];
+        if (fused && !first_step_packs && i > 0) pack(blk, b_buffers[0], 0, pack_b_units(false, blk.k_len, blk.n_cur));
 
         // The next block's source as runs ("rows": B rows for NN, stored rows for trans_b), each cut into
         // segments of what one call's K loop prefetches; call s prefetches segment s. A packing unit is
         // packed two calls after the call that prefetched its last segment (its lines have arrived by then);
         // whatever the calls did not cover is packed after the block.
-        const bool ahead = double_buffer && i + 1 < blocks;
-        const Block next = ahead ? block(i + 1) : blk;
+        // (Fused packing: the next block's source is prefetched the same way, for its first row tile to read.)
+        const bool prefetch_next = plan_.pack_b && blocks > 1 && i + 1 < blocks;
+        const bool ahead = prefetch_next && !fused;
+        const Block next = prefetch_next ? block(i + 1) : blk;
         float* next_panels = ahead ? b_buffers[(i + 1) % 2] : nullptr;
         const int64_t units = ahead ? pack_b_units(p_.trans_b, next.k_len, next.n_cur) : 0;
         const int64_t rows = p_.trans_b ? next.n_cur : next.k_len;
         const int64_t row_floats = p_.trans_b ? next.k_len : next.n_cur;
         const auto& L = plan_.layout;
         const int64_t runs = L.b_prefetch_runs;
-        const int64_t seg_floats = runs > 0 && ahead ? blk.k_len / L.k_unroll * L.b_prefetch_step / 4 : 0;
+        const int64_t seg_floats = runs > 0 && prefetch_next ? blk.k_len / L.k_unroll * L.b_prefetch_step / 4 : 0;
         const int64_t segs_per_row = seg_floats > 0 ? ceil_div(row_floats, seg_floats) : 0;
         // Walked one call at a time (no divisions between the calls): the segment this call prefetches (its
         // first run `seg_row`, part `seg_part` of it), and the rows whose segments all precede the previous
@@ -328,10 +339,16 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
             if (next_rows > 0 && shared_a.panels && shared_a.panels->claimed(panel_index - ir / mr + next_ir / mr))
                 next_packed = shared_a.panels->panel(panel_index - ir / mr + next_ir / mr);
             int64_t q = 0;
-            const float* b_tile = plan_.pack_b ? b_panels : b + blk.k0 * p_.ldb + blk.jc;
-            const int64_t b_tile_step = plan_.pack_b ? blk.k_len * nr : nr;
-            for (int64_t jr = blk.jc; jr < blk.jc + blk.n_cur; jr += nr, ++q, b_tile += b_tile_step) {
-                if (seg_floats > 0) {
+            // The packing tile reads B as stored and writes the panels the later tiles read.
+            const bool packing = first_step_packs && step == 0;
+            const RowKind row_kind = packing ? kPackingRows : row_tail ? kTailRows : kFullRows;
+            const bool b_as_stored = !plan_.pack_b || packing;
+            const float* b_tile = b_as_stored ? b + blk.k0 * p_.ldb + blk.jc : b_panels;
+            const int64_t b_tile_step = b_as_stored ? nr : blk.k_len * nr;
+            float* b_pack = packing ? b_buffers[0] : nullptr;
+            for (int64_t jr = blk.jc; jr < blk.jc + blk.n_cur;
+                 jr += nr, ++q, b_tile += b_tile_step, b_pack += packing ? blk.k_len * nr : 0) {
+                if (seg_floats > 0 && ahead) {
                     const int64_t ready = units_ready();
                     if (ready > packed) {
                         pack(next, next_panels, packed, ready);
@@ -353,8 +370,8 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
                                       : i + 1 < blocks           ? c + first_ir * p_.ldc + block(i + 1).jc
                                                                  : c_tile;
                 // Nothing left to prefetch: the call's own panel (in cache) keeps the prefetches harmless.
-                ukernel(row_tail, col_tail, phase)(a_tile, b_tile, c_tile, bias_tile, a_next, b_next ? b_next : b_tile,
-                                                   c_next);
+                ukernel(row_kind, col_tail, phase)(a_tile, b_tile, c_tile, bias_tile, a_next, b_next ? b_next : b_tile,
+                                                   c_next, b_pack);
             }
         }
         if (ahead && packed < units) pack(next, next_panels, packed, units);

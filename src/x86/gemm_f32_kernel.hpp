@@ -32,7 +32,10 @@ public:
     // kPartFirstTail (its first block: a full kc one, or the short last block of K) and then kMiddle or
     // kPartLast (the short last block of K) blocks, into scratch; the finish pass applies beta and the epilogue.
     enum Phase { kSingle = 0, kFirst, kMiddle, kLast, kPartFirst, kPartFirstTail, kPartLast, kPhaseCount };
-    static constexpr int kSlotCount = 2 * 2 * kPhaseCount;
+    // Row kinds of the entry slots: full rows, the row tail, and full rows packing B as they go
+    // (plan layout.b_pack_fused: the block's first row tile).
+    enum RowKind { kFullRows = 0, kTailRows, kPackingRows, kRowKindCount };
+    static constexpr int kSlotCount = kRowKindCount * 2 * kPhaseCount;
 
 private:
     // Where a chunk's packed A row tiles come from: its own panel (panels null), or the call's shared
@@ -49,15 +52,13 @@ private:
     // Floats of one packed A row tile: [mr][a_panel_ld] (A as stored) or [kc][mr] (trans_a), whole lines.
     int64_t a_tile_floats() const;
     void run_split(const float* a, const float* b, float* c, const float* bias) const;
-    UkernelFn ukernel(bool row_tail, bool col_tail, Phase phase) const {
-        return fns_[row_tail][col_tail][phase];
-    }
+    UkernelFn ukernel(RowKind rows, bool col_tail, Phase phase) const { return fns_[rows][col_tail][phase]; }
 
     Problem p_;
     plan::X86GemmPlan plan_;
     std::shared_ptr<const ParallelRunner> runner_;
     std::unique_ptr<ExecMemory> code_;
-    UkernelFn fns_[2][2][kPhaseCount] = {};
+    UkernelFn fns_[kRowKindCount][2][kPhaseCount] = {};
     UkernelFn whole_ = nullptr;  // the single-call function of a small problem, when the plan asked for one
     SplitFinishFn finish_ = nullptr; // the K-split finish (one row of C), when the plan is k_split_ready
     int64_t k_blocks_ = 1;

@@ -137,7 +137,60 @@ __attribute__((target("avx2"))) void copy_floats(const float* src, float* dst, i
     for (; i < n; ++i) dst[i] = src[i];
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// dst[c][r] = src[r][c] for r < rows, c < cols (both at most 16): the rows loaded under a column mask (rows past
+// `rows` are zeros, never read), a 16 x 16 transpose in registers (4 rounds of 16 shuffles), and `cols` stores
+// under a row mask.
+__attribute__((target("avx512f"))) void transpose_block_16(const float* src, int64_t src_ld, int rows, int cols,
+                                                            float* dst, int64_t dst_ld) {
+    const __mmask16 col_mask = static_cast<__mmask16>((1u << cols) - 1);
+    const __mmask16 row_mask = static_cast<__mmask16>((1u << rows) - 1);
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i)
+        r[i] = i < rows ? _mm512_maskz_loadu_ps(col_mask, src + i * src_ld) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // Lane l of r[4 g + c]: rows 4 g .. 4 g + 3 of column 4 l + c.
+    for (int g = 0; g < 4; ++g) {
+        r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; ++c) {
+        t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+        t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+        t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    }
+    // Column c: t[c % 8] and t[8 + c % 8], the even (c < 8) or odd 128-bit lanes of each.
+    for (int c = 0; c < cols; ++c) {
+        const __m512 column = c < 8 ? _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88)
+                                    : _mm512_shuffle_f32x4(t[c - 8], t[c], 0xDD);
+        _mm512_mask_storeu_ps(dst + c * dst_ld, row_mask, column);
+    }
+}
+
+#pragma GCC diagnostic pop
+
 }  // namespace
+
+void transpose_f32(const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst, int64_t dst_ld,
+                   bool avx512) {
+    if (!avx512) {
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) dst[c * dst_ld + r] = src[r * src_ld + c];
+        return;
+    }
+    for (int64_t r = 0; r < rows; r += 16)
+        for (int64_t c = 0; c < cols; c += 16)
+            transpose_block_16(src + r * src_ld + c, src_ld, static_cast<int>(std::min<int64_t>(16, rows - r)),
+                               static_cast<int>(std::min<int64_t>(16, cols - c)), dst + c * dst_ld + r, dst_ld);
+}
 
 void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows, int64_t k0, int64_t k_len,
                 int64_t panel_ld, float* panel) {

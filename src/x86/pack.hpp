@@ -25,6 +25,12 @@ void pack_a_f32_transposed_tiles(const float* a, int64_t lda, int64_t i0, int64_
 void transpose_f32_padded(const float* src, int64_t src_ld, int64_t src_rows, int64_t src_cols, float* dst,
                           int64_t dst_ld);
 
+// dst[c * dst_ld + r] = src[r * src_ld + c] for r < rows, c < cols: nothing else is read or written (C of a
+// problem computed transposed, see x86_gemm_plan's serves_with_c_transposed). avx512: 16 x 16 blocks through
+// registers with masked edges; otherwise element by element.
+void transpose_f32(const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst, int64_t dst_ld,
+                   bool avx512);
+
 // A B block packs in units, so that it can be packed a slice at a time between microkernel calls: rows k of
 // the block (B as stored: op(B) rows are B rows) or groups of kPackBColumns columns (trans_b: as many stored
 // rows, transposed into the panels in 8 x 8 blocks). The whole block is units [0, pack_b_units).
