@@ -3149,7 +3149,10 @@ TEST_CASE("x86 lowp planner: AMX int8 over one K block with a dword tail reads t
     CHECK(plan(500, 500, 500, false).pack_a);
     CHECK(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 128, 2000));
     CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 256, 1000));
-    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 7));
+    // bf16 in the normal order too (its last partial step copied, LowpLayout::a_last_step_copied), not swapped.
+    CHECK(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 7));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 500));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, true, 36, 2000));
 }
 
 TEST_CASE("x86 lowp AMX int8: a K with a dword tail read in place, rounded up to whole dwords (exact)",
