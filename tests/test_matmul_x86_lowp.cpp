@@ -1691,6 +1691,50 @@ TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86
     unsetenv("JITMM_X86_BF16_DOT");
 }
 
+// The AMX tier runs one row times a B stored K x N over a K of 32-256 on vdpbf16ps (the normal order, B packed in
+// pairs): odd K, A stored K x M, ld pads, NaN in the pads, batches, epilogues, bf16 C, 1 and 2 threads.
+TEST_CASE("x86 lowp AMX tier: one bf16 row times B stored K x N takes vdpbf16ps (K 32-256)", "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(709);
+    struct Shape {
+        int64_t n, k, batch;
+    };
+    const Shape shapes[] = {{181, 69, 1}, {2048, 128, 1}, {90, 138, 3}, {362, 35, 1}, {7, 256, 5}, {1000, 32, 2}};
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (const Shape& s : shapes) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_BF16;
+            c.c = it % 3 == 2 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32;
+            c.m = 1; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.ta = it % 2 == 1;
+            c.lda_pad = it % 2 ? 3 : 0;
+            c.ldb_pad = it % 3 ? 5 : 0;
+            c.ldc_pad = it % 4 == 1 ? 2 : 0;
+            c.poison_pads = true;
+            c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+            c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_TANH : JITMM_EPILOGUE_NONE;
+            INFO("threads " << threads);
+            check_case(e.e, c, rng);
+            ++it;
+        }
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = 1; d.n = 181; d.k = 69;
+        d.a_type = d.b_type = JITMM_DTYPE_BF16;
+        CHECK(generator_of(e.e, d) == "x86_bf16_dot_avx512");
+        d.k = 1000;  // a long K, and two rows, keep AMX
+        CHECK(generator_of(e.e, d) == "x86_bf16_amx");
+        d.k = 69;
+        d.m = 2;
+        CHECK(generator_of(e.e, d) == "x86_bf16_amx");
+    }
+}
+
 TEST_CASE("x86 lowp: small calls (one block each) over shapes 1-64 at every tier, and short AMX K steps",
           "[x86][lowp]") {
     // The small path (GemmLowpKernel::run_small): one K block, one N and M block, one thread, batch 1. Fresh
@@ -3105,7 +3149,10 @@ TEST_CASE("x86 lowp planner: AMX int8 over one K block with a dword tail reads t
     CHECK(plan(500, 500, 500, false).pack_a);
     CHECK(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 128, 2000));
     CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_int8, true, 256, 1000));
-    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 7));
+    // bf16 in the normal order too (its last partial step copied, LowpLayout::a_last_step_copied), not swapped.
+    CHECK(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 7));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, false, 36, 500));
+    CHECK_FALSE(jitmm::plan::amx_rows_any_stride(LowpStep::amx_bf16, true, 36, 2000));
 }
 
 TEST_CASE("x86 lowp AMX int8: a K with a dword tail read in place, rounded up to whole dwords (exact)",
@@ -3525,6 +3572,71 @@ TEST_CASE("x86 lowp AMX bf16 swapped: the last partial K step from a copy; NaN a
         }
 }
 
+TEST_CASE("x86 lowp AMX bf16: A in place at any stride over few panels, the last partial K step from a copy",
+          "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(4343);
+    EngineGuard one{make_engine("amx", 1)};
+    EngineGuard two{make_engine("amx", 2)};
+    struct Shape {
+        int64_t m, n, k, lda_pad, batch;
+        bool tb;
+        jitmm_epilogue epilogue;
+    };
+    // Several K blocks ending inside a step (2960, 1582, 1037), one block (45: a whole step and 13 values; 15: no
+    // whole step before the copied one; 33 at 40 rows), row and column tails, 1-8 column panels, K whole steps
+    // over rows off cache lines (1024 with pad 3), a batch, the vector epilogue (main loop, not panel runs).
+    const Shape shapes[] = {{92, 9, 2960, 0, 1, false, JITMM_EPILOGUE_NONE},
+                            {92, 9, 2960, 3, 1, false, JITMM_EPILOGUE_BIAS_RELU},
+                            {61, 5, 1582, 7, 1, true, JITMM_EPILOGUE_NONE},
+                            {33, 40, 45, 5, 3, true, JITMM_EPILOGUE_NONE},
+                            {33, 40, 45, 5, 2, false, JITMM_EPILOGUE_BIAS_GELU_TANH},
+                            {17, 100, 1037, 1, 1, false, JITMM_EPILOGUE_BIAS},
+                            {40, 33, 15, 2, 1, false, JITMM_EPILOGUE_NONE},
+                            {40, 70, 33, 9, 1, true, JITMM_EPILOGUE_NONE},
+                            {130, 250, 777, 3, 1, true, JITMM_EPILOGUE_NONE},
+                            {100, 64, 1024, 3, 2, false, JITMM_EPILOGUE_NONE},
+                            {192, 2, 3096, 0, 3, false, JITMM_EPILOGUE_NONE}};
+    for (const Shape& s : shapes)
+        for (jitmm_engine* e : {one.e, two.e}) {
+            Case c;
+            c.a = c.b = JITMM_DTYPE_BF16;
+            c.c = JITMM_DTYPE_F32;
+            c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+            c.tb = s.tb;
+            c.lda_pad = s.lda_pad;
+            c.ldb_pad = 3;
+            c.ldc_pad = 1;
+            c.epilogue = s.epilogue;
+            c.poison_pads = true;
+            check_case(e, c, rng);
+        }
+}
+
+TEST_CASE("x86 lowp planner: bf16 AMX reads A in place over few panels, its last partial step copied",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool tb) {
+        return jitmm::plan::plan_x86_lowp(planner_problem(m, n, k, false, tb, JITMM_DTYPE_BF16, JITMM_DTYPE_F32),
+                                          cpu, X86Isa::amx, 1);
+    };
+    for (const auto& p : {plan(92, 9, 2960, false), plan(1993, 5, 1582, true), plan(500, 250, 1000, false)}) {
+        INFO(p.describe());
+        CHECK_FALSE(p.pack_a);
+        CHECK(p.layout.a_last_step_copied);
+    }
+    // K in whole steps: in place, nothing copied; past 8 panels A is packed for its K tail as before.
+    const auto whole = plan(92, 9, 2944, false);
+    CHECK_FALSE(whole.pack_a);
+    CHECK_FALSE(whole.layout.a_last_step_copied);
+    const auto wide = plan(500, 500, 1000, false);
+    CHECK(wide.pack_a);
+    CHECK_FALSE(wide.layout.a_last_step_copied);
+}
+
 TEST_CASE("x86 lowp planner: bf16 with B stored N x K over few rows takes vdpbf16ps dot products",
           "[x86][lowp][plan]") {
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
@@ -3545,6 +3657,9 @@ TEST_CASE("x86 lowp planner: bf16 with B stored N x K over few rows takes vdpbf1
     CHECK(plan(1, 512, 1024, false, 0, 1).layout.dot_nt);   // whole lines, B within half of L2
     CHECK(plan(5, 40, 700, true, 0, 6).layout.dot_nt);      // 4-8 rows over one or two panels of few columns
     CHECK(plan(8, 8, 2048, false, 0, 8).layout.dot_nt);
+    CHECK(plan(4, 7, 410, false, 0, 12).layout.dot_nt);     // a C of at most 32 values at any K
+    CHECK(plan(8, 4, 64, true, 0, 12).layout.dot_nt);
+    CHECK_FALSE(plan(8, 7, 256, false, 0, 12).layout.dot_nt);
     // AMX: the swapped path over whole-line rows (a B past half of L2 at one row), more columns per row, K 256.
     CHECK_FALSE(plan(1, 1024, 1024, false, 0, 1).layout.dot_nt);
     CHECK_FALSE(plan(2, 512, 1024, false, 0, 1).layout.dot_nt);
@@ -3571,7 +3686,8 @@ TEST_CASE("x86 lowp bf16: dot products over B stored N x K (K tails; NaN past K;
     };
     const Shape shapes[] = {{3, 34, 840, 3, false}, {1, 300, 100, 1, false}, {2, 24, 257, 2, true},
                             {5, 40, 700, 2, true},  {8, 8, 2048, 1, false},  {7, 17, 513, 2, false},
-                            {1, 1000, 33, 1, false}, {4, 16, 1024, 1, true}};
+                            {1, 1000, 33, 1, false}, {4, 16, 1024, 1, true},
+                            {4, 7, 410, 12, false}, {8, 4, 33, 5, true}, {6, 5, 64, 3, false}};
     for (const Tier& tier : runnable_tiers()) {
         if (std::string(tier.name) != "avx512_bf16" && std::string(tier.name) != "amx") continue;
         INFO("tier " << tier.name);

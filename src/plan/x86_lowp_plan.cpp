@@ -142,6 +142,9 @@ constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
 constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
+// One row of bf16 over a B stored K x N with K in this range runs on vdpbf16ps rather than AMX (choose_step).
+constexpr int64_t kBf16DotOneRowMinK = 32;
+constexpr int64_t kBf16DotOneRowMaxK = 256;
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
@@ -221,6 +224,15 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 9.5 -> 8.5, 32x32 x16 2.8 even. An even K keeps AMX (short steps): K = 6 3072x160 46 -> 60, 3072x12
         // 4.2 -> 7.1, 77x640 5.0 -> 4.9; K = 8 256x64 x6 8.5 -> 12.2, 100x1000 NT 11.9 -> 17.1, 2000x20 4.2 ->
         // 9.0 (only 347x34x6 NT gained, 3.0 -> 2.1).
+        // One row times a B stored K x N over a K of kBf16DotOneRowMinK-kBf16DotOneRowMaxK: vdpbf16ps over the
+        // same packed pairs, where AMX runs 16-row tiles for the one row (and pads an odd K to whole steps). 1
+        // thread, median us of 3 alternated runs, AMX -> dot_bf16: 1x181x69 1.35 -> 0.69, 1x512x69 3.7 -> 2.6,
+        // 1x2048x69 14.8 -> 12.1, 1x512x32 1.49 -> 1.00, 1x64x256 1.61 -> 1.01, 1x2048x256 even; kept AMX: K = 1000
+        // (1x2048x1000 309 against 514) and 2 rows or more (2x512x256 9.6 against 11.0, 4x181x32 0.41 against 0.64).
+        const char* dot_forced = std::getenv("JITMM_X86_LOWP_BF16_DOT");  // 0: AMX (measurements)
+        if (isa >= hw::X86Isa::amx && p.m == 1 && !p.trans_b && p.k >= kBf16DotOneRowMinK &&
+            p.k <= kBf16DotOneRowMaxK && (dot_forced == nullptr || dot_forced[0] != '0'))
+            return LowpStep::dot_bf16;
         const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK);
         if (fma_k && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
             return LowpStep::fma_f32;
@@ -550,6 +562,7 @@ constexpr int64_t kBf16DotMaxRowsAnyColumns = 3;
 constexpr int64_t kBf16DotMaxRowPanelColumns = 128;
 constexpr int64_t kBf16DotMinKManyRows = 512;
 constexpr int64_t kBf16DotMinKSwapped = 128;
+constexpr int64_t kBf16DotMaxTinyC = 32;
 
 bool bf16_dot_fits(const Problem& p, const LowpLayout& L, int num_threads, int64_t l2) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
@@ -572,6 +585,11 @@ bool bf16_dot_fits(const Problem& p, const LowpLayout& L, int num_threads, int64
     if (p.m <= kBf16DotMaxRowsAnyColumns)
         return !swapped_whole_lines &&
                (p.k >= kBf16DotMinKSwapped || !swap_fits(p, LowpStep::amx_bf16, num_threads, true));
+    // A C of at most kBf16DotMaxTinyC values takes them at any K: AMX runs one mostly empty tile a batch, its A
+    // and B copied (1 thread, median us of 3 alternated runs, AMX -> dot: 4x7x410 NT x12 5.1 -> 3.3, 4x7x64 x12
+    // 1.13 -> 0.94, 8x4x410 x12 5.4 -> 4.2, 6x5x64 x12 1.13 -> 1.14, 4x5x410 0.53 -> 0.25, 4x7x410 TT x12 14.1 ->
+    // 5.8; past it AMX kept: 4x16x128 x12 1.7 (dot 2.7), 8x7x256 x12 3.2 (4.1)).
+    if (p.m * p.n <= kBf16DotMaxTinyC) return true;
     const int64_t panels = ceil_div(p.n, int64_t(32));
     return !swapped_whole_lines && panels <= 2 && p.k >= kBf16DotMinKManyRows &&
            p.m * ceil_div(p.n, panels) <= kBf16DotMaxRowPanelColumns;
@@ -903,7 +921,9 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // 1000x32x999 (1) 48.5 -> 22, 300x64x1886 (2) 40.1 -> 26.3, 1000x128x999 (4) 100 -> 87, 1000x100x1000 NT (4)
     // 109 -> 102, 1000x192x999 (6) 132 -> 122, 2000x256x1000 (8) 373 -> 342; more lost (500x500x500 (16) 83 ->
     // 92, 1000^3 (32) 644 -> 653), the A tile then serving enough panels from L1 for its copy to pay.
-    const bool amx_any_stride = amx_rows_any_stride(L.step, false, p.m, p.n);
+    const char* bf16_any = std::getenv("JITMM_X86_LOWP_BF16_ANY_STRIDE");  // 0: packed as before (measurements)
+    const bool bf16_any_off = L.step == LowpStep::amx_bf16 && bf16_any != nullptr && bf16_any[0] == '0';
+    const bool amx_any_stride = amx_rows_any_stride(L.step, false, p.m, p.n) && !bf16_any_off;
     plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a ||
                   (p.k % k_multiple != 0 && !amx_short_k && !amx_any_stride && !vnni_k_tail_in_place) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
@@ -927,6 +947,16 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
                                      a_tile_lines_per_l1_set(a_row_bytes / 64, plan.kc * esz / 64, L.mr) >
                                          kAmxATileWaysPerSet))
         plan.pack_a = true;
+    if (bf16_any_off && amx_rows_any_stride(L.step, false, p.m, p.n) && a_row_bytes % 64 != 0) plan.pack_a = true;
+    // bf16 with A in place over few panels (amx_rows_any_stride) whose last K block ends inside a step: that step
+    // from a copy (LowpLayout::a_last_step_copied). bf16 packed A for any K tail (and for misaligned rows), which
+    // was half of such calls: 1 thread, median us of 3 alternated runs, packed -> in place (panels): 92x9x2960 (1)
+    // 24.0 -> 12.2, 184x18x1480 (1) 29.2 -> 15.4, 192x2x3096 x4 (1) 530 -> 307, 1993x5x1582 NT (1) 609 -> 404,
+    // 1000x32x1000 (1) 100 -> 56, 64x16x4100 x8 (1) 595 -> 377, 500x64x1582 NT (2) 121 -> 81, 300x128x777 NT (4)
+    // 52 -> 41, 200x200x1000 NT (7) 71.6 -> 64.3, 2000x256x1000 (8) 853 -> 766; 500x500x500 (16) even, 500 ->
+    // 167; 92x4x5920 (aligned rows, K whole steps: in place before) even.
+    L.a_last_step_copied = L.step == LowpStep::amx_bf16 && !plan.pack_a &&
+                           amx_swapped_last_step_copied(L.step, p.k - (k_blocks - 1) * plan.kc, k_blocks == 1);
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
     // into the same L1 sets. AMX reads the row stride at run time and packs an A that is not 64-byte aligned
     // (a tile row split across cache lines loads several times slower), so it always has a panel ready.
@@ -955,13 +985,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
 
 std::string X86LowpPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s threads=%d split=%dx%d",
+    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
                   layout.dot_nt ? "dotNT" : layout.swap_ab ? "swapAB" : pack_a ? "packA" : "directA",
                   layout.b_in_place ? " directB" : "",
                   layout.compensate || layout.dot_row_comp ? " comp" : "",
-                  step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "", threads, m_chunks, n_chunks);
+                  step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
+                  layout.a_last_step_copied ? " copyK" : "", threads, m_chunks, n_chunks);
     return buf;
 }
 
@@ -975,7 +1006,8 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     w.i64('e', static_cast<int64_t>(L.bias) | (static_cast<int64_t>(L.activation) << 8));
     w.i64('Q', static_cast<int64_t>(L.a_scale) | (static_cast<int64_t>(L.b_scale) << 8) |
                    (L.compensate ? 1 << 16 : 0) | (L.int_epilogue ? 1 << 17 : 0) | (L.swap_ab ? 1 << 18 : 0) |
-                   (L.amx_b_streamed ? 1 << 19 : 0) | (L.amx_c_streamed ? 1 << 20 : 0));
+                   (L.amx_b_streamed ? 1 << 19 : 0) | (L.amx_c_streamed ? 1 << 20 : 0) |
+                   (L.a_last_step_copied ? 1 << 21 : 0));
     w.i64('K', kc).i64('M', mc).i64('N', nc).i64('p', (pack_a ? 1 : 0) | (a_panel_ld << 1));
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));

@@ -78,9 +78,13 @@ inline bool step_is_amx(LowpStep s) { return s == LowpStep::amx_int8 || s == Low
 // of a row across two lines cost less than the copy. The bytes its last K block reads past K meet zero k rows
 // of the packed side (exact in integers), and a row tile whose reads would leave the operand comes from a copy
 // (GemmLowpKernel::tile_copied). The planner decides for A (X86LowpPlan::pack_a), the driver for swapped B.
+// bf16 in the normal order too (not swapped), over as many panels: the bytes past K are no zeros in bf16 (0 x Inf
+// is a NaN), so a last K block that ends inside a step takes that step's tile rows from a zero-padded copy
+// (LowpLayout::a_last_step_copied).
 constexpr int64_t kAmxAnyStrideMaxPanels = 8;
 constexpr int64_t kAmxAnyStrideMaxSwappedPanels = 4;
 inline bool amx_rows_any_stride(LowpStep s, bool swapped, int64_t m, int64_t n) {
+    if (s == LowpStep::amx_bf16) return !swapped && (n + 31) / 32 <= kAmxAnyStrideMaxPanels;
     if (s != LowpStep::amx_int8) return false;
     return swapped ? (m + 31) / 32 <= kAmxAnyStrideMaxSwappedPanels : (n + 31) / 32 <= kAmxAnyStrideMaxPanels;
 }
@@ -119,6 +123,10 @@ struct LowpLayout {
     // place (no B packing; only the rows of A are packed), and the epilogue reads the block transposed.
     // a_type/b_type then name the tile operands (B's type, A's type); tile rows run over N, columns over M.
     bool swap_ab = false;
+    // AMX bf16 in the normal order with A read in place (amx_rows_any_stride) whose last K block ends inside a
+    // step: that step's A tile rows come from a zero-padded copy (LowpCallArgs::a_last_step), as in the swapped
+    // order (amx_swapped_last_step_copied), instead of all of A being packed for its K tail.
+    bool a_last_step_copied = false;
     // AMX: B tiles loaded with the T1 hint (streamed past the A tile in L1); off when one K block of packed B is
     // small enough that plain loads, which keep it in L1 for the next row tile, are faster.
     bool amx_b_streamed = true;

@@ -273,8 +273,9 @@ struct LowpFamily {
     // B panel's packing; 9: and K in two equal tile steps; 10: code aligned where it runs (emit_buffer); 11: AMX
     // swapped calls prefetch LowpCallArgs::prefetch in their K loop; 12: int8 calls of one K block round K up
     // to whole dwords (plan::amx_k_reads_rows); 13: erf-GELU's erfc to relative accuracy; 14: bf16 swapped calls
-    // read a K block's partial last step from LowpCallArgs::a_last_step
-    static constexpr int kVersion = 14;
+    // read a K block's partial last step from LowpCallArgs::a_last_step; 15: and normal-order bf16 calls with A in
+    // place (LowpLayout::a_last_step_copied), panel runs included
+    static constexpr int kVersion = 15;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

@@ -113,7 +113,7 @@ public:
         } else {
             load_strip();
         }
-        const bool last_step_copied = L_.swap_ab && plan::amx_swapped_last_step_copied(L_.step, v.k_len, v.first);
+        const bool last_step_copied = last_step_from_copy_in(v);
         main_loop(last_step_copied ? steps - 1 : steps);
         if (last_step_copied) last_step_from_copy();
         if (L_.swap_ab) epilogue_transposed();
@@ -173,34 +173,40 @@ private:
         }
         mov(r10, kBPanelRow);
         mov(r11, ptr[rcx + kArgPrefetch]);
+        // A last step from the call's copy (a_last_step_copied): the loop runs the steps before it in place.
+        const bool copied = last_step_from_copy_in(v);
+        const int64_t in_place = copied ? steps - 1 : steps;
         init_c(v.first);
-        load_step_tiles();
+        if (in_place > 0) load_step_tiles();
         Xbyak::Label panel, kloop, kdone, last;
         L(panel);
-        mov(rax, steps);
-        L(kloop);
-        step_products();  // past the last step, B's pointer is at the next panel's start
-        if (stream_) copy_out_rows(copy_rows_per_step_);  // the previous panel's C, while the tiles work
-        prefetch_lines();
-        dec(rax);
-        jz(kdone, T_NEAR);
-        load_step_tiles();
-        jmp(kloop, T_NEAR);
-        L(kdone);
+        if (in_place > 0) {
+            mov(rax, in_place);
+            L(kloop);
+            step_products();  // past the last step, B's pointer is at the next panel's start
+            if (stream_) copy_out_rows(copy_rows_per_step_);  // the previous panel's C, while the tiles work
+            prefetch_lines();
+            dec(rax);
+            jz(kdone, T_NEAR);
+            load_step_tiles();
+            jmp(kloop, T_NEAR);
+            L(kdone);
+        }
+        if (copied) copied_step_products();
         if (b_skip_ != 0) add(rsi, b_skip_);
         dec(rbx);
         jz(last, T_NEAR);
-        sub(rdi, steps * step_bytes_);
-        if (tm_ == 2) sub(r9, steps * step_bytes_);
+        sub(rdi, in_place * step_bytes_);
+        if (tm_ == 2) sub(r9, in_place * step_bytes_);
         // The next panel's first step ahead of this panel's stores where a panel has 8 steps or more (1 thread
         // s8 512^3, 8 steps: 88 -> 85 us); with 4 steps the early loads measured 2-3% slower (256^3 s8).
-        const bool early = steps >= kEarlyLoadSteps;
+        const bool early = in_place >= kEarlyLoadSteps;
         if (early) load_step_tiles();
         store_panel(v.last);
         if (v.last) add(rdx, 2 * kTile * dtype_size(L_.c_type));
         if (!v.first || !v.last) add(r14, 2 * kTile * 4);  // the strip: read, written, or both
         init_c(v.first);
-        if (!early) load_step_tiles();
+        if (!early && in_place > 0) load_step_tiles();
         jmp(panel, T_NEAR);
         L(last);
         store_panel(v.last);
@@ -325,6 +331,34 @@ private:
         if (L_.swap_ab) prefetch_lines();
         dec(rax);
         jnz(loop, T_NEAR);
+    }
+
+    // Whether the variant's last step comes from the call's copy: the last K block ending inside a step, B's rows
+    // in the A tiles (swapped) or A read in place at any stride (LowpLayout::a_last_step_copied).
+    bool last_step_from_copy_in(const LowpVariant& v) const {
+        return v.last && (L_.swap_ab || L_.a_last_step_copied) &&
+               plan::amx_swapped_last_step_copied(L_.step, v.k_len, v.first);
+    }
+    // The same step within a panel run (A's pointers and stride stay for the next panel): the copy's rows by rax,
+    // 64 bytes apart (r8 saved around it), then B's pointer moves past the step.
+    void copied_step_products() {
+        push(r8);
+        mov(rax, ptr[rcx + kArgALastStep]);
+        mov(r8, kStepBytes);
+        tileloadd(a_tile(0), ptr[rax + r8]);
+        load_b(b_tile(0), ptr[rsi + r10]);
+        multiply(c_tile(0, 0), a_tile(0), b_tile(0));
+        if (tn_ == 2) {
+            load_b(b_tile(1), ptr[rsi + r10 + kTile * 4]);
+            multiply(c_tile(0, 1), a_tile(0), b_tile(1));
+        }
+        if (tm_ == 2) {
+            tileloadd(a_tile(1), ptr[rax + r8 + kTile * kStepBytes]);
+            multiply(c_tile(1, 0), a_tile(1), b_tile(0));
+            if (tn_ == 2) multiply(c_tile(1, 1), a_tile(1), b_tile(1));
+        }
+        add(rsi, kStepBytes / 4 * kBPanelRow);
+        pop(r8);
     }
 
     // The K block's last, partial step (plan::amx_swapped_last_step_copied): its A tile rows from the call's

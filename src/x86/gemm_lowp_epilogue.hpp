@@ -40,8 +40,9 @@ struct LowpCallArgs {
     // of B, so that their DRAM reads overlap this call's products).
     const void* prefetch = nullptr;
     const void* prefetch_end = nullptr;
-    // AMX bf16 swapped calls whose K ends inside a 64-byte step (plan::amx_swapped_last_step_copied): that last
-    // step's A tile rows, 64 bytes apart and zero past K (the rows in place, whole steps, before it).
+    // AMX bf16 swapped calls, or normal-order calls with A in place (LowpLayout::a_last_step_copied), whose K
+    // ends inside a 64-byte step (plan::amx_swapped_last_step_copied): that last step's A tile rows, 64 bytes
+    // apart and zero past K (the rows in place, whole steps, before it).
     const void* a_last_step = nullptr;
 };
 

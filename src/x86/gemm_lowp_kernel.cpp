@@ -347,6 +347,17 @@ const uint8_t* GemmLowpKernel::copy_last_rows(const uint8_t* tile, int64_t rows,
     return copy;
 }
 
+// LowpLayout::a_last_step_copied: the last, partial 64-byte step of the A tile at `a_tile` (rows `stride` bytes
+// apart, a K block of k_len from the tile's start) copied into `buffer`'s rows of 64 bytes, zero past K.
+const uint8_t* GemmLowpKernel::copy_a_last_step(const uint8_t* a_tile, int64_t stride, int64_t rows, int64_t k_len,
+                                                uint8_t* buffer) const {
+    const int64_t esz = dtype_size(p_.a_type);
+    const int64_t step_k = 64 / esz, last_step_k = k_len / step_k * step_k;
+    pack_amx_last_step(a_tile + last_step_k * esz, stride, static_cast<int>(rows),
+                       static_cast<int>((k_len - last_step_k) * esz), buffer);
+    return buffer;
+}
+
 // AMX int8 or VNNI in place: whether the tile of `rows` rows from row `first` (of `total`, `ld` apart) reads past
 // the operand's last byte in the K block from k0 of k_len: only the last K block reads past K, overrun_bytes_.
 bool GemmLowpKernel::tile_copied(int64_t first, int64_t rows, int64_t total, int64_t ld, int64_t k0,
@@ -449,6 +460,10 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // read again (in place, or a packed panel that is kept).
     const bool defer_tail = amx && ch.n1 == p_.n && tail_config_differs() &&
                             (!pack_a || shared_a_panels || keep_a || pack_a_by_block);
+    // A in place whose last K block ends inside a step (LowpLayout::a_last_step_copied): that step's rows from a
+    // zero-padded copy per row tile (the copy of a packed panel too, where the run found A to pack).
+    const bool copy_last_step = L.a_last_step_copied;
+    alignas(64) uint8_t last_step[2 * 16 * 64];
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
@@ -501,6 +516,9 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 // Row tile ir's calls over the columns [j0, j1) of this N block.
                 auto run_row_tile = [&](int64_t ir, const uint8_t* a_tile, int64_t j0, int64_t j1) {
                     const bool row_tail = ir + mr > p_.m;
+                    if (copy_last_step && kb + 1 == k_blocks_)
+                        call.a_last_step = copy_a_last_step(a_tile, call.a_stride, std::min<int64_t>(mr, p_.m - ir),
+                                                            k_len, last_step);
                     if (p_.bias == BiasKind::per_row)
                         call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
                     if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
@@ -603,6 +621,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                         ? reinterpret_cast<int32_t*>(scratch<2>(static_cast<size_t>(group * comp_stride * 4)))
                         : nullptr;
 
+    alignas(64) uint8_t last_step[2 * 16 * 64];  // LowpLayout::a_last_step_copied
     // One tile session for the batches: their calls share the configurations.
     TileSession tiles(release_);
     LowpCallArgs call;
@@ -628,6 +647,9 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
     auto run_row_tile = [&](const uint8_t* b_panels, int64_t i, uint8_t* c, int64_t ir, const uint8_t* a_tile,
                             int64_t p0, int64_t full, bool tail) {
         const bool row_tail = ir + mr > p_.m;
+        if (L.a_last_step_copied)  // (as run_chunk's)
+            call.a_last_step =
+                copy_a_last_step(a_tile, call.a_stride, std::min<int64_t>(mr, p_.m - ir), p_.k, last_step);
         if (p_.bias == BiasKind::per_row) call.bias = static_cast<const uint8_t*>(args.bias) + ir * bias_size;
         if (p_.a_scale == ScaleMode::per_row) call.a_scales = args.a_scales + ir;
         // Pointers advance panel by panel (no division per call).

@@ -47,6 +47,8 @@ private:
     // A's panels packed once per call for all tasks, as [row tile][K block]; null where each task packs its own.
     const uint8_t* pack_shared_a_panels(const RunArgs& args) const;
     const uint8_t* copy_last_rows(const uint8_t* tile, int64_t rows, int64_t k0, int64_t ld) const;
+    const uint8_t* copy_a_last_step(const uint8_t* a_tile, int64_t stride, int64_t rows, int64_t k_len,
+                                    uint8_t* buffer) const;
     bool tile_copied(int64_t first, int64_t rows, int64_t total, int64_t ld, int64_t k0, int64_t k_len) const;
     // A call with one block of each (thread, M, N, K block) per batch: the tiny shapes, whose time per call is
     // the driver's more than the products'. The same packing and microkernel calls as run_chunk, none of its

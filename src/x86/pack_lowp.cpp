@@ -505,11 +505,18 @@ __attribute__((target("avx2"), noinline)) void pack_b_cols_dwords(const uint8_t*
 // blocks: 80 shuffles per 16 x 16 block on two ports where four 8 x 8 AVX2 blocks take 96 on one (64^3 NT s8
 // on AMX: the AVX2 transpose was 30% of the call). transpose_group_quad does one group quad (the dwords at
 // byte `offset` of 16 rows, row i at rows[i]) into 4 vectors of 16 columns: groups[q] lane i = row i's dword q.
-__attribute__((target("avx512f"), always_inline)) inline void transpose_group_quad(const uint8_t* const rows[16],
-                                                                                  int64_t offset, __m512i groups[4]) {
+// `live` < 4: only the quad's first `live` dwords of each row are read (masked loads: the rows' last groups, nothing
+// past them), the other lanes zero.
+__attribute__((target("avx512f,avx512vl"), always_inline)) inline void transpose_group_quad(
+    const uint8_t* const rows[16], int64_t offset, __m512i groups[4], int live = 4) {
     __m512i z[4];  // z[r] lane t: row 4t + r
+    const __mmask8 dwords = static_cast<__mmask8>((1u << live) - 1);
+    __m128i pieces[16];  // (a lambda would not inherit the target: the masked load needs AVX512-VL)
+    for (int i = 0; i < 16; ++i)
+        pieces[i] = live == 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + offset))
+                              : _mm_maskz_loadu_epi32(dwords, rows[i] + offset);
     for (int r = 0; r < 4; ++r) {
-        auto piece = [&](int t) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * t + r] + offset)); };
+        auto piece = [&](int t) { return pieces[4 * t + r]; };
         z[r] = _mm512_castsi128_si512(piece(0));
         for (int t = 1; t < 4; ++t) z[r] = _mm512_inserti32x4(z[r], piece(t), t);
     }
@@ -521,10 +528,13 @@ __attribute__((target("avx512f"), always_inline)) inline void transpose_group_qu
     groups[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-__attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b, int64_t ldb_bytes,
-                                                               int64_t full_groups, int cols, int nr,
-                                                               uint32_t* panel) {
+// The groups past the whole quads (1-3: K = 6 bf16, 12 int8) by one more transpose of masked loads: the dword by
+// dword copy they took was most of packing a short K (1 thread, 5x1327x6 NT bf16 on AMX: 2.5 of 4 us).
+__attribute__((target("avx512f,avx512vl"))) void pack_b_cols_dwords_zmm(const uint8_t* b, int64_t ldb_bytes,
+                                                                        int64_t full_groups, int cols, int nr,
+                                                                        uint32_t* panel) {
     const int64_t block_groups = full_groups / 4 * 4;  // whole group quads (K = 48 int8: three)
+    const int rest = static_cast<int>(full_groups - block_groups);
     const int block_cols = cols / 16 * 16;
     const uint8_t* rows[16];
     __m512i groups[4];
@@ -534,10 +544,13 @@ __attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b,
             transpose_group_quad(rows, kg * 4, groups);
             for (int q = 0; q < 4; ++q) _mm512_storeu_si512(panel + (kg + q) * nr + c, groups[q]);
         }
+        if (rest > 0) {
+            transpose_group_quad(rows, block_groups * 4, groups, rest);
+            for (int q = 0; q < rest; ++q) _mm512_storeu_si512(panel + (block_groups + q) * nr + c, groups[q]);
+        }
     }
     // Columns past the 16-column blocks: the same transpose with masked stores, the missing rows read from the
-    // last column's row (dword by dword, a narrow B, 36x7x1886 NT s8, spent 12% of its call there). Then the
-    // groups past the whole quads.
+    // last column's row (dword by dword, a narrow B, 36x7x1886 NT s8, spent 12% of its call there).
     if (block_cols < cols) {
         const int live = cols - block_cols;
         const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
@@ -546,10 +559,12 @@ __attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b,
             transpose_group_quad(rows, kg * 4, groups);
             for (int q = 0; q < 4; ++q) _mm512_mask_storeu_epi32(panel + (kg + q) * nr + block_cols, mask, groups[q]);
         }
+        if (rest > 0) {
+            transpose_group_quad(rows, block_groups * 4, groups, rest);
+            for (int q = 0; q < rest; ++q)
+                _mm512_mask_storeu_epi32(panel + (block_groups + q) * nr + block_cols, mask, groups[q]);
+        }
     }
-    if (block_groups < full_groups)
-        pack_b_cols_dwords(b + block_groups * 4, ldb_bytes, full_groups - block_groups, cols, nr,
-                           panel + block_groups * nr);
 }
 #pragma GCC diagnostic pop
 
@@ -672,7 +687,7 @@ bool pack_b_fast(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ldb, 
         if (cols != nr || k_len != groups * g) std::memset(panel, 0, static_cast<size_t>(panel_bytes));
         const auto* src = static_cast<const uint8_t*>(b) + ((j0 + p * nr) * ldb + k0) * esz;
         const int64_t full = k_len / g;
-        static const bool zmm = hw::cpu_info().avx512f;
+        static const bool zmm = hw::cpu_info().avx512f && hw::cpu_info().avx512vl;
         if (zmm) pack_b_cols_dwords_zmm(src, ldb * esz, full, cols, nr, reinterpret_cast<uint32_t*>(panel));
         else pack_b_cols_dwords(src, ldb * esz, full, cols, nr, reinterpret_cast<uint32_t*>(panel));
         // The partial group: a dword per column, its bytes past K zero (a byte at a time per k and column was
