@@ -505,21 +505,9 @@ __attribute__((target("avx2"), noinline)) void pack_b_cols_dwords(const uint8_t*
 // blocks: 80 shuffles per 16 x 16 block on two ports where four 8 x 8 AVX2 blocks take 96 on one (64^3 NT s8
 // on AMX: the AVX2 transpose was 30% of the call). transpose_group_quad does one group quad (the dwords at
 // byte `offset` of 16 rows, row i at rows[i]) into 4 vectors of 16 columns: groups[q] lane i = row i's dword q.
-// `live` < 4: only the quad's first `live` dwords of each row are read (masked loads: the rows' last groups, nothing
-// past them), the other lanes zero.
-__attribute__((target("avx512f,avx512vl"), always_inline)) inline void transpose_group_quad(
-    const uint8_t* const rows[16], int64_t offset, __m512i groups[4], int live = 4) {
-    __m512i z[4];  // z[r] lane t: row 4t + r
-    const __mmask8 dwords = static_cast<__mmask8>((1u << live) - 1);
-    __m128i pieces[16];  // (a lambda would not inherit the target: the masked load needs AVX512-VL)
-    for (int i = 0; i < 16; ++i)
-        pieces[i] = live == 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + offset))
-                              : _mm_maskz_loadu_epi32(dwords, rows[i] + offset);
-    for (int r = 0; r < 4; ++r) {
-        auto piece = [&](int t) { return pieces[4 * t + r]; };
-        z[r] = _mm512_castsi128_si512(piece(0));
-        for (int t = 1; t < 4; ++t) z[r] = _mm512_inserti32x4(z[r], piece(t), t);
-    }
+// z[r] lane t: the quad of row 4t + r -> groups[q] lane i: row i's dword q.
+__attribute__((target("avx512f"), always_inline)) inline void interleave_group_quad(const __m512i z[4],
+                                                                                   __m512i groups[4]) {
     const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
     const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
     groups[0] = _mm512_unpacklo_epi64(t0, t2);
@@ -528,13 +516,54 @@ __attribute__((target("avx512f,avx512vl"), always_inline)) inline void transpose
     groups[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// The groups past the whole quads (1-3: K = 6 bf16, 12 int8) by one more transpose of masked loads: the dword by
-// dword copy they took was most of packing a short K (1 thread, 5x1327x6 NT bf16 on AMX: 2.5 of 4 us).
-__attribute__((target("avx512f,avx512vl"))) void pack_b_cols_dwords_zmm(const uint8_t* b, int64_t ldb_bytes,
-                                                                        int64_t full_groups, int cols, int nr,
-                                                                        uint32_t* panel) {
+__attribute__((target("avx512f"), always_inline)) inline void transpose_group_quad(const uint8_t* const rows[16],
+                                                                                  int64_t offset, __m512i groups[4]) {
+    __m512i z[4];  // z[r] lane t: row 4t + r
+    for (int r = 0; r < 4; ++r) {
+        auto piece = [&](int t) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * t + r] + offset)); };
+        z[r] = _mm512_castsi128_si512(piece(0));
+        for (int t = 1; t < 4; ++t) z[r] = _mm512_inserti32x4(z[r], piece(t), t);
+    }
+    interleave_group_quad(z, groups);
+}
+
+// The last 1-3 groups of 16 rows (the dwords at byte `offset`), of which only `live` exist: masked loads
+// (nothing past the rows' last groups is read), the other lanes zero.
+__attribute__((target("avx512f,avx512vl"), always_inline)) inline void transpose_group_quad_masked(
+    const uint8_t* const rows[16], int64_t offset, __m512i groups[4], int live) {
+    const __mmask8 dwords = static_cast<__mmask8>((1u << live) - 1);
+    __m512i z[4];
+    for (int r = 0; r < 4; ++r) {
+        z[r] = _mm512_castsi128_si512(_mm_maskz_loadu_epi32(dwords, rows[r] + offset));
+        for (int t = 1; t < 4; ++t)
+            z[r] = _mm512_inserti32x4(z[r], _mm_maskz_loadu_epi32(dwords, rows[4 * t + r] + offset), t);
+    }
+    interleave_group_quad(z, groups);
+}
+
+// Three groups past the whole quads (K = 6 bf16, 12 int8) by one more transpose of masked loads: dword by dword
+// they were most of packing such a short K (1 thread, 5x1327x6 NT bf16 on AMX: 2.5 of 4 us). One or two groups
+// cost less as dword copies (1x2449x4 x5 TT u8: 7.0 us copied, 15.8 transposed; 20x53x85 x55 TT bf16 43 / 55).
+// (Its own function: the AVX512-VL target on the whole pack let the compiler vectorize the rows' pointers with
+// 64-bit multiplies, 1x110x32 x58 TT u8 7.4 -> 11.9 us.)
+__attribute__((target("avx512f,avx512vl"), noinline)) void pack_b_cols_three_groups_zmm(const uint8_t* b,
+                                                                                         int64_t ldb_bytes, int cols,
+                                                                                         int nr, uint32_t* panel) {
+    const uint8_t* rows[16];
+    __m512i groups[4];
+    for (int c = 0; c < cols; c += 16) {
+        const int live = std::min(16, cols - c);
+        const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
+        for (int i = 0; i < 16; ++i) rows[i] = b + (c + std::min(i, live - 1)) * ldb_bytes;
+        transpose_group_quad_masked(rows, 0, groups, 3);
+        for (int q = 0; q < 3; ++q) _mm512_mask_storeu_epi32(panel + q * nr + c, mask, groups[q]);
+    }
+}
+
+__attribute__((target("avx512f"))) void pack_b_cols_dwords_zmm(const uint8_t* b, int64_t ldb_bytes,
+                                                               int64_t full_groups, int cols, int nr,
+                                                               uint32_t* panel) {
     const int64_t block_groups = full_groups / 4 * 4;  // whole group quads (K = 48 int8: three)
-    const int rest = static_cast<int>(full_groups - block_groups);
     const int block_cols = cols / 16 * 16;
     const uint8_t* rows[16];
     __m512i groups[4];
@@ -544,13 +573,10 @@ __attribute__((target("avx512f,avx512vl"))) void pack_b_cols_dwords_zmm(const ui
             transpose_group_quad(rows, kg * 4, groups);
             for (int q = 0; q < 4; ++q) _mm512_storeu_si512(panel + (kg + q) * nr + c, groups[q]);
         }
-        if (rest > 0) {
-            transpose_group_quad(rows, block_groups * 4, groups, rest);
-            for (int q = 0; q < rest; ++q) _mm512_storeu_si512(panel + (block_groups + q) * nr + c, groups[q]);
-        }
     }
     // Columns past the 16-column blocks: the same transpose with masked stores, the missing rows read from the
-    // last column's row (dword by dword, a narrow B, 36x7x1886 NT s8, spent 12% of its call there).
+    // last column's row (dword by dword, a narrow B, 36x7x1886 NT s8, spent 12% of its call there). Then the
+    // groups past the whole quads.
     if (block_cols < cols) {
         const int live = cols - block_cols;
         const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
@@ -559,12 +585,12 @@ __attribute__((target("avx512f,avx512vl"))) void pack_b_cols_dwords_zmm(const ui
             transpose_group_quad(rows, kg * 4, groups);
             for (int q = 0; q < 4; ++q) _mm512_mask_storeu_epi32(panel + (kg + q) * nr + block_cols, mask, groups[q]);
         }
-        if (rest > 0) {
-            transpose_group_quad(rows, block_groups * 4, groups, rest);
-            for (int q = 0; q < rest; ++q)
-                _mm512_mask_storeu_epi32(panel + (block_groups + q) * nr + block_cols, mask, groups[q]);
-        }
     }
+    if (full_groups - block_groups == 3)
+        pack_b_cols_three_groups_zmm(b + block_groups * 4, ldb_bytes, cols, nr, panel + block_groups * nr);
+    else if (block_groups < full_groups)
+        pack_b_cols_dwords(b + block_groups * 4, ldb_bytes, full_groups - block_groups, cols, nr,
+                           panel + block_groups * nr);
 }
 #pragma GCC diagnostic pop
 
