@@ -910,6 +910,16 @@ TEST_CASE("x86 f32: short K with the C tile prefetched", "[x86][matmul]") {
             {33, 650, 12, 2, false, false, 3, 2, 7, 0.5f, -1.0f, JITMM_EPILOGUE_BIAS_GELU_TANH, JITMM_BIAS_PER_ROW},
             {7, 2000, 1, 1, false, false, 0, 0, 3},
             {63, 217, 9, 1, true, true, 1, 1, 1, 1.0f, 0.0f, JITMM_EPILOGUE_SILU},
+            // A transposed B of one or two values per stored row, dense (split by permutes) or not, and a last
+            // unit of fewer than 16 stored rows (a masked transpose writing the padding as zeros).
+            {5, 2280, 2, 1, true, true, 0, 0, 0},
+            {5, 2283, 2, 2, true, true, 0, 0, 3, 1.0f, 0.5f},
+            {9, 96, 1, 3, false, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
+            {6, 100, 2, 1, false, true, 1, 2, 0},
+            {15, 10, 50, 38, false, true, 0, 0, 0},
+            {17, 5, 114, 4, false, true, 3, 1, 2, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_RELU, JITMM_BIAS_PER_ROW},
+            {196, 5, 14, 14, false, true, 0, 0, 0},
+            {40, 77, 37, 2, true, true, 0, 5, 1},
         };
         for (const Case& c : cases) check_case(e, c, rng);
         jitmm_engine_destroy(e);
@@ -927,7 +937,8 @@ TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its l
         int64_t m, n, k;
     };
     const Shape shapes[] = {{31, 1237, 5}, {64, 48, 1}, {40, 333, 7}, {100, 32, 3}, {33, 100, 13}, {20, 65, 23},
-                            {50, 77, 2}, {30, 90, 6}, {9, 40, 14}};
+                            {50, 77, 2}, {30, 90, 6}, {9, 40, 14}, {15, 10, 50}, {17, 5, 114}, {5, 2280, 2},
+                            {5, 2283, 2}, {4, 64, 1}, {6, 41, 37}};
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (const Tier& tier : runnable_tiers()) {
         jitmm_engine* e = make_engine(tier.name, 1);

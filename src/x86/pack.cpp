@@ -142,11 +142,11 @@ __attribute__((target("avx2"))) void copy_floats(const float* src, float* dst, i
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // dst[c][r] = src[r][c] for r < rows, c < cols (both at most 16): the rows loaded under a column mask (rows past
 // `rows` are zeros, never read), a 16 x 16 transpose in registers (4 rounds of 16 shuffles), and `cols` stores
-// under a row mask.
+// under a row mask, or whole (`whole_rows`: lanes from `rows` on written as zeros).
 __attribute__((target("avx512f"))) void transpose_block_16(const float* src, int64_t src_ld, int rows, int cols,
-                                                            float* dst, int64_t dst_ld) {
+                                                            float* dst, int64_t dst_ld, bool whole_rows = false) {
     const __mmask16 col_mask = static_cast<__mmask16>((1u << cols) - 1);
-    const __mmask16 row_mask = static_cast<__mmask16>((1u << rows) - 1);
+    const __mmask16 row_mask = whole_rows ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rows) - 1);
     __m512 r[16], t[16];
     for (int i = 0; i < 16; ++i)
         r[i] = i < rows ? _mm512_maskz_loadu_ps(col_mask, src + i * src_ld) : _mm512_setzero_ps();
@@ -176,6 +176,32 @@ __attribute__((target("avx512f"))) void transpose_block_16(const float* src, int
 }
 
 #pragma GCC diagnostic pop
+
+// The last unit of a transposed B when it has fewer than 16 stored rows (AVX-512, the unit inside one panel):
+// 16 x 16 blocks through registers, its rows loaded under a K mask (nothing past them is read) and every panel
+// row stored whole, the lanes of the missing rows as zeros (the panel's padding). Element by element, with the
+// padding zeroed apart, this was half of small NT calls over few columns (1 thread: 15x10x50 x38, 17x5x114 x4).
+__attribute__((target("avx512f"))) void transpose_ragged_rows_16(const float* src, int64_t ld, int rows,
+                                                                  float* dst, int64_t k_len, int64_t nr) {
+    for (int64_t k = 0; k < k_len; k += 16)
+        transpose_block_16(src + k, ld, rows, static_cast<int>(std::min<int64_t>(16, k_len - k)), dst + k * nr, nr,
+                           true);
+}
+
+// 16 stored rows of one or two values each, stored densely (ldb = K = k_len): 16 k_len contiguous floats, split
+// into the k_len panel rows by one permute each (two gathers before).
+__attribute__((target("avx512f"))) void transpose_dense_rows_16(const float* src, int64_t k_len, float* dst,
+                                                                 int64_t nr) {
+    if (k_len == 1) {
+        _mm512_storeu_ps(dst, _mm512_loadu_ps(src));
+        return;
+    }
+    const __m512 v0 = _mm512_loadu_ps(src), v1 = _mm512_loadu_ps(src + 16);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    _mm512_storeu_ps(dst, _mm512_permutex2var_ps(v0, even, v1));
+    _mm512_storeu_ps(dst + nr, _mm512_permutex2var_ps(v0, odd, v1));
+}
 
 }  // namespace
 
@@ -256,7 +282,15 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
         float* const dst8 = cols > 8 ? dst_of(8) : nullptr;
         const int64_t full = cols / 8 * 8;  // columns done in 8 x 8 blocks (for k < k8)
         int64_t tail_done = 0;  // leading columns whose K tail transpose_tail_16 wrote
-        if (avx512 && full == 16 && nr % 16 == 0) {  // the unit's 16 columns lie in one panel
+        int64_t zeroed_to = 0;  // the panel's columns up to which the unit stored zero padding
+        if (avx512 && nr % 16 == 0 && cols < 16) {  // the unit lies in one panel (nr a multiple of 16)
+            transpose_ragged_rows_16(src, ldb, static_cast<int>(cols), dst0, k_len, nr);
+            tail_done = cols;
+            zeroed_to = (j % nr) + 16;
+        } else if (avx512 && nr % 16 == 0 && cols == 16 && k_len == ldb && k_len <= 2) {
+            transpose_dense_rows_16(src, k_len, dst0, nr);
+            tail_done = 16;
+        } else if (avx512 && full == 16 && nr % 16 == 0) {  // the unit's 16 columns lie in one panel
             const int64_t k16 = k_len / 16 * 16;
             transpose_rows_16(src, ldb, dst0, k16, nr);
             transpose_rows(src + k16, ldb, dst0 + k16 * nr, dst8 + k16 * nr, k8 - k16, nr);
@@ -269,9 +303,10 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
             float* const dst = dst_of(c);
             for (int64_t k = c < full ? k8 : 0; k < k_len; ++k) dst[k * nr] = src[c * ldb + k];
         }
-        if (j + cols == width && pad_from < nr)
+        const int64_t zero_from = std::max(pad_from, zeroed_to);
+        if (j + cols == width && zero_from < nr)
             for (int64_t k = 0; k < k_len; ++k)
-                std::memset(last_panel + k * nr + pad_from, 0, static_cast<size_t>(nr - pad_from) * sizeof(float));
+                std::memset(last_panel + k * nr + zero_from, 0, static_cast<size_t>(nr - zero_from) * sizeof(float));
     }
 }
 
