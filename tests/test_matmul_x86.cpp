@@ -938,7 +938,7 @@ TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its l
     };
     const Shape shapes[] = {{31, 1237, 5}, {64, 48, 1}, {40, 333, 7}, {100, 32, 3}, {33, 100, 13}, {20, 65, 23},
                             {50, 77, 2}, {30, 90, 6}, {9, 40, 14}, {15, 10, 50}, {17, 5, 114}, {5, 2280, 2},
-                            {5, 2283, 2}, {4, 64, 1}, {6, 41, 37}};
+                            {5, 2283, 2}, {4, 64, 1}, {6, 41, 37}, {7, 64, 29}, {5, 160, 9}, {8, 96, 12}};
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (const Tier& tier : runnable_tiers()) {
         jitmm_engine* e = make_engine(tier.name, 1);

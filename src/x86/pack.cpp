@@ -108,8 +108,12 @@ __attribute__((target("avx512f,avx512vl"))) void transpose_16x4(const float* src
 
 #pragma GCC diagnostic pop
 
-// The last k_len - k0 values (fewer than 8: K's tail past the 8 x 8 blocks, or all of a short K) of 16 stored
-// rows into 16 panel columns, 4 values at a time, and a last one or two by a gather each. Element by element the
+// The last k_len - k0 values (fewer than 16: K's tail past the 16 x 16 blocks, or all of a short K) of 16 stored
+// rows into 16 panel columns, 4 values at a time, and a last one or two by a gather each. The 16 x 4 transposes
+// (zmm, a whole panel row per store) also beat the two 8 x 8 ymm blocks that did K's tail's first 8 values
+// before (1 thread, median us of 3 alternated rounds: 5x3955x14 NT 12.0 -> 9.9, 14x556x12 NT x7 16.2 -> 13.6,
+// 8x1297x12 NT 4.25 -> 3.52, 8x2000x9 NT 5.34 -> 4.13, 8x2000x25 9.39 -> 8.48, 8x2000x40 14.1 -> 13.4), and so
+// did leaving out the empty calls for a K under 8 (5x2280x4 TT 3.07 -> 2.66). Element by element the
 // tail cost 16 scalar stores per k (2/3 of a short-K NT call, 7x3355x5: 18 us, 0.41x oneDNN); a gather for every
 // k was still a quarter of 31x1237x5 NT, but a transpose for the fifth value alone cost more than its gather
 // (1 thread, 7x99x5 NT x60 10.1 -> 9.2 us, 2x2998x5 TT 3.9 -> 3.6).
@@ -292,9 +296,8 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
             tail_done = 16;
         } else if (avx512 && full == 16 && nr % 16 == 0) {  // the unit's 16 columns lie in one panel
             const int64_t k16 = k_len / 16 * 16;
-            transpose_rows_16(src, ldb, dst0, k16, nr);
-            transpose_rows(src + k16, ldb, dst0 + k16 * nr, dst8 + k16 * nr, k8 - k16, nr);
-            if (k8 < k_len) transpose_tail_16(src, ldb, dst0, k8, k_len, nr);
+            if (k16 > 0) transpose_rows_16(src, ldb, dst0, k16, nr);
+            if (k16 < k_len) transpose_tail_16(src, ldb, dst0, k16, k_len, nr);
             tail_done = 16;
         } else {
             transpose_rows(src, ldb, dst0, full >= 16 ? dst8 : nullptr, full > 0 ? k8 : 0, nr);
