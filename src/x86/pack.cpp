@@ -276,21 +276,35 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
     // made whole GEMMs faster (1 thread, two builds alternated in one process: 128x4096x4096 NT bias+GELU
     // +1.4..3.8%, 128x11008x4096 NT +2.5%).
     const int64_t k8 = k_len / 8 * 8;
+    // The unit's first column as panel and column in it, stepped unit by unit: a division by nr per unit was a
+    // third of a short K's pack (5x2280x2 TT).
+    int64_t unit_panel = unit_begin * kPackBColumns / nr, unit_column = unit_begin * kPackBColumns % nr;
+    auto place = [&](int64_t panel, int64_t column) {
+        while (column >= nr) {
+            column -= nr;
+            ++panel;
+        }
+        return panels + panel * k_len * nr + column;
+    };
     for (int64_t g = unit_begin; g < unit_end; ++g) {
         const int64_t j = g * kPackBColumns, cols = std::min<int64_t>(kPackBColumns, width - j);
         const float* src = b + (j0 + j) * ldb + k0;
-        // Where column c of the unit starts in its panel (a division by nr: computed only where used, which a
-        // short K's pack otherwise spent half its time on).
+        // Where column c of the unit starts in its panel (a division by nr: for the rare columns done one by one).
         auto dst_of = [&](int64_t c) { return panels + ((j + c) / nr) * k_len * nr + (j + c) % nr; };
-        float* const dst0 = dst_of(0);
-        float* const dst8 = cols > 8 ? dst_of(8) : nullptr;
+        float* const dst0 = place(unit_panel, unit_column);
+        float* const dst8 = cols > 8 ? place(unit_panel, unit_column + 8) : nullptr;
+        unit_column += kPackBColumns;
+        while (unit_column >= nr) {
+            unit_column -= nr;
+            ++unit_panel;
+        }
         const int64_t full = cols / 8 * 8;  // columns done in 8 x 8 blocks (for k < k8)
         int64_t tail_done = 0;  // leading columns whose K tail transpose_tail_16 wrote
         int64_t zeroed_to = 0;  // the panel's columns up to which the unit stored zero padding
         if (avx512 && nr % 16 == 0 && cols < 16) {  // the unit lies in one panel (nr a multiple of 16)
             transpose_ragged_rows_16(src, ldb, static_cast<int>(cols), dst0, k_len, nr);
             tail_done = cols;
-            zeroed_to = (j % nr) + 16;
+            zeroed_to = pad_from - cols + 16;  // (the unit ends the width: its first column is pad_from - cols)
         } else if (avx512 && nr % 16 == 0 && cols == 16 && k_len == ldb && k_len <= 2) {
             transpose_dense_rows_16(src, k_len, dst0, nr);
             tail_done = 16;
