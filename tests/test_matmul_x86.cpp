@@ -1965,7 +1965,12 @@ TEST_CASE("x86 f32: transpose_f32 writes exactly rows x cols, odd sizes and stri
 }
 
 TEST_CASE("x86 f32 planner: few columns of an A stored K x M are computed as C transposed", "[x86][plan]") {
-    using jitmm::plan::serves_with_c_transposed;
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    auto serves_with_c_transposed = [&](const jitmm::Problem& p, jitmm::hw::X86Isa isa, int threads = 1) {
+        return jitmm::plan::serves_with_c_transposed(p, cpu, isa, threads);
+    };
     const auto avx512 = jitmm::hw::X86Isa::avx512, avx2 = jitmm::hw::X86Isa::avx2;
     CHECK(serves_with_c_transposed(plain_problem(2523, 4, 164, true, false), avx512));
     CHECK(serves_with_c_transposed(plain_problem(2508, 17, 180, true, true), avx512));
@@ -1976,6 +1981,17 @@ TEST_CASE("x86 f32 planner: few columns of an A stored K x M are computed as C t
     CHECK_FALSE(serves_with_c_transposed(plain_problem(2477, 3, 96, false, false), avx512));  // A stored M x K
     CHECK_FALSE(serves_with_c_transposed(plain_problem(40, 4, 164, true, false), avx512));    // few rows
     CHECK_FALSE(serves_with_c_transposed(plain_problem(2523, 1, 164, true, false), avx512));  // a vector: swapped
+    // Up to 256 columns where A is past L2 and K long enough.
+    CHECK(serves_with_c_transposed(plain_problem(3386, 59, 2345, true, true), avx512));
+    CHECK(serves_with_c_transposed(plain_problem(1330, 256, 500, true, false), avx512));
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(3386, 256, 100, true, true), avx512));  // short K
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(3000, 384, 200, true, true), avx512));  // many columns
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(100, 32, 1000, true, false), avx512));  // A within L2
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(3386, 59, 2345, false, true), avx512)); // A stored M x K
+    // Under 48 columns only on one thread.
+    CHECK(serves_with_c_transposed(plain_problem(1330, 32, 2000, true, false), avx512, 1));
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(1330, 32, 2000, true, false), avx512, 16));
+    CHECK(serves_with_c_transposed(plain_problem(1330, 64, 500, true, true), avx512, 16));
 }
 
 TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed into C", "[x86][matmul]") {
@@ -2007,7 +2023,8 @@ TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed
                         c.share_a = c.batch > 1 && it % 8 == 2;
                         c.share_b = c.batch > 1 && it % 8 == 6;
                         const bool ct = jitmm::plan::serves_with_c_transposed(plain_problem(m, n, k, true, c.tb),
-                                                                               tier.isa);
+                                                                               jitmm::hw::cpu_info(), tier.isa,
+                                                                               threads);
                         CHECK((generator_name(e, c).find("_ct") != std::string::npos) == ct);
                         transposed += ct;
                         check_case(e, c, rng);
@@ -2019,6 +2036,21 @@ TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed
             // 1024 rows: the scratch rows are padded off 4 KiB strides.
             Case aligned{1024, 5, 40, 2, true, false, 0, 0, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU};
             check_case(e, aligned, rng);
+            // Up to 256 columns over an A past L2 (on this machine's L2): the swapped problem packs its B as it goes.
+            const Case wide[] = {
+                {1030, 64, 600, 1, true, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
+                {700, 200, 700, 2, true, false, 3, 1, 5, 0.5f, 0.5f, JITMM_EPILOGUE_BIAS_GELU_ERF, JITMM_BIAS_PER_ROW},
+                {520, 256, 900, 1, true, false, 0, 7, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_RELU},
+                {777, 33, 1500, 1, true, true, 1, 0, 2, -1.0f, 0.0f, JITMM_EPILOGUE_SILU},
+            };
+            for (const Case& c : wide) {
+                INFO(describe(c));
+                jitmm::Problem p = plain_problem(c.m, c.n, c.k, true, c.tb);
+                p.batch = c.batch;
+                const bool ct = jitmm::plan::serves_with_c_transposed(p, jitmm::hw::cpu_info(), tier.isa, threads);
+                CHECK((generator_name(e, c).find("_ct") != std::string::npos) == ct);
+                check_case(e, c, rng);
+            }
             jitmm_engine_destroy(e);
         }
     }

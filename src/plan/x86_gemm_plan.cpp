@@ -630,16 +630,38 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
 // 15.3), nor kCTransposedMaxN columns or more (2508x24x90 TT 72.7 -> 74.4, 2508x31x180 TT 172 -> 184), nor an A
 // stored M x K, which the swapped problem would transpose whole (2477x3x12 x10 NN 64 -> 93, 2085x11x96 x2 NN 75
 // -> 101).
+// The same pays for up to kCTransposedWideMaxN columns where A does not stay in L2 (the broadcast tiles then
+// pack the transposed A by groups of row tiles, a pass over A per column panel, which a few panels' FMAs do not
+// repay) and K is long enough for the swapped problem's few rows (N) to run at speed: it is an NN or TN problem
+// of N rows over B = A as stored, whose blocks its first row tile packs as it goes (1 thread, median of 2
+// alternated rounds, in place -> C transposed, TT / TN: 1330x32x2000 2609 -> 1370 / 2546 -> 1378 us, 3386x64x2000
+// 8508 -> 5676 / 8559 -> 6115, 1000x128x1000 1.41x / 1.34x, 3000x128x200 1.10x / 1.10x, 1330x256x500 1.07x /
+// 1.06x, 400x256x2000 1.27x / 1.15x, 3386x59x2345 TT 9670 -> 6390). Not kept: K under kCTransposedWideMinK
+// (3386x256x100 0.70x, 3386x128x100 0.81x / 0.77x), more columns (3000x384x200 0.85x / 0.86x, 1000x1024x200
+// 0.81x / 0.76x), an A within L2 (100x32x1000 0.98x / 0.79x, 1330x64x100 1.03x / 0.97x). Under
+// kCTransposedWideMinN columns one thread only: at 16 threads (the GPU machine's host, median of 3 alternated
+// rounds) 1330x32x2000 TN ran 482 -> 898 us, 3386x24x2000 TN 914 -> 1521, 3386x32x500 TT 273 -> 392, where from
+// 64 columns it gained (1330x64x500 TT 177 -> 119, 1000x128x1000 TN 424 -> 281, 3386x64x2000 TN 1403 -> 1164).
 constexpr int64_t kCTransposedMinK = 20;
 constexpr int64_t kCTransposedMaxN = 24;
 constexpr int64_t kCTransposedMinM = 64;
+constexpr int64_t kCTransposedWideMaxN = 256;
+constexpr int64_t kCTransposedWideMinK = 200;
+constexpr int64_t kCTransposedWideMinN = 48;
 
-bool serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
+bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     if (isa < hw::X86Isa::avx512 || p.quantized()) return false;
     const bool fits = p.m > 1 && p.n > 1 && p.k > 1;
     if (const char* v = std::getenv("JITMM_X86_CT")) return fits && std::atoi(v) != 0;
-    return fits && p.trans_a && p.n < kCTransposedMaxN && p.k >= kCTransposedMinK && p.m >= kCTransposedMinM &&
-           p.m >= 4 * p.n;
+    if (!fits || !p.trans_a) return false;
+    const bool few_columns =
+        p.n < kCTransposedMaxN && p.k >= kCTransposedMinK && p.m >= kCTransposedMinM && p.m >= 4 * p.n;
+    const double a_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
+    const bool a_past_l2 = a_bytes > double(cpu.l2_bytes) * 7 / 8;
+    const bool wide_past_l2 =
+        p.n <= kCTransposedWideMaxN && p.k >= kCTransposedWideMinK && p.m >= p.n && a_past_l2 &&
+        (p.n >= kCTransposedWideMinN || num_threads <= 1);
+    return few_columns || wide_past_l2;
 }
 
 int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts) {

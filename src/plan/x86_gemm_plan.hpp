@@ -45,9 +45,9 @@ constexpr int64_t kSplitMaxRowTiles = 16;
 int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts);
 
 // Whether an f32 problem runs as C^T = op(B)^T op(A)^T into a scratch C^T (rows of M values) that is then
-// transposed into C: an A stored K x M over few columns, whose stored rows become the swapped problem's B rows,
-// read front to back with the vectors along M (see the definition). JITMM_X86_CT=0/1 forces it (tuning knob).
-bool serves_with_c_transposed(const Problem& p, hw::X86Isa isa);
+// transposed into C: an A stored K x M over few columns (or up to 256 where A is past L2), whose stored rows
+// become the swapped problem's B rows, read front to back with the vectors along M (see the definition). JITMM_X86_CT=0/1 forces it (tuning knob).
+bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 
 // isa: the tier the kernel is generated for (avx2 or avx512; higher tiers map to avx512 for f32).
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);

@@ -363,7 +363,7 @@ public:
         if (isa_ < hw::X86Isa::avx2)
             fail(JITMM_STATUS_UNSUPPORTED, "cpu: this CPU has no AVX2+FMA (or the cap is below avx2); jitmm needs at "
                                            "least the avx2 tier");
-        if (c_transposable && plan::serves_with_c_transposed(p, isa_))
+        if (c_transposable && plan::serves_with_c_transposed(p, hw::cpu_info(), isa_, runner_->num_threads()))
             return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
                                                      isa_ >= hw::X86Isa::avx512, runner_);
         if (plan::dot_family_serves(p, isa_))
