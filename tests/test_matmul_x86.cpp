@@ -910,6 +910,22 @@ TEST_CASE("x86 f32: short K with the C tile prefetched", "[x86][matmul]") {
             {33, 650, 12, 2, false, false, 3, 2, 7, 0.5f, -1.0f, JITMM_EPILOGUE_BIAS_GELU_TANH, JITMM_BIAS_PER_ROW},
             {7, 2000, 1, 1, false, false, 0, 0, 3},
             {63, 217, 9, 1, true, true, 1, 1, 1, 1.0f, 0.0f, JITMM_EPILOGUE_SILU},
+            // A transposed B of one or two values per stored row, dense (split by permutes) or not, and a last
+            // unit of fewer than 16 stored rows (a masked transpose writing the padding as zeros).
+            {5, 2280, 2, 1, true, true, 0, 0, 0},
+            {5, 2283, 2, 2, true, true, 0, 0, 3, 1.0f, 0.5f},
+            {9, 96, 1, 3, false, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS},
+            {6, 100, 2, 1, false, true, 1, 2, 0},
+            {15, 10, 50, 38, false, true, 0, 0, 0},
+            {17, 5, 114, 4, false, true, 3, 1, 2, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_RELU, JITMM_BIAS_PER_ROW},
+            {196, 5, 14, 14, false, true, 0, 0, 0},
+            {40, 77, 37, 2, true, true, 0, 5, 1},
+            // Up to 16 rows over fewer columns than a vector (the dot family from a K of 32).
+            {12, 5, 64, 16, false, true, 2, 3, 1, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+            {6, 12, 48, 3, false, true, 0, 0, 2},
+            {16, 8, 64, 5, false, true, 1, 0, 0, -1.0f, 0.0f, JITMM_EPILOGUE_SILU, JITMM_BIAS_PER_ROW},
+            {11, 6, 100, 8, false, true, 0, 16, 0},
+            {16, 5, 32, 1, false, true, 0, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS},
         };
         for (const Case& c : cases) check_case(e, c, rng);
         jitmm_engine_destroy(e);
@@ -927,8 +943,9 @@ TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its l
         int64_t m, n, k;
     };
     const Shape shapes[] = {{31, 1237, 5}, {64, 48, 1}, {40, 333, 7}, {100, 32, 3}, {33, 100, 13}, {20, 65, 23},
-                            {50, 77, 2}, {30, 90, 6}, {9, 40, 14},
-                            // a last unit of fewer than 16 columns over K >= 16: whole-lane register transposes
+                            {50, 77, 2}, {30, 90, 6}, {9, 40, 14}, {15, 10, 50}, {17, 5, 114}, {5, 2280, 2},
+                            {5, 2283, 2}, {4, 64, 1}, {6, 41, 37}, {7, 64, 29}, {5, 160, 9}, {8, 96, 12},
+                            // a last unit of fewer than 16 columns over long K: several register blocks
                             {17, 55, 618}, {6, 7, 33}, {12, 71, 40}};
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (const Tier& tier : runnable_tiers()) {
@@ -1194,6 +1211,21 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
         CHECK(jitmm::plan::dot_family_serves(nt(256, 15, 1024), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 12, 128), avx512));    // short K, over half a vector
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 7, 32), avx512));      // K of two vectors
+        CHECK(jitmm::plan::dot_family_serves(nt(17, 5, 114), avx512));            // from a K of 64
+        CHECK(jitmm::plan::dot_family_serves(nt(2000, 5, 64), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(17, 5, 48), avx512));
+        // Up to 16 rows over fewer columns than a vector, from a K of 32: up to 5 columns, up to 8 from a K of
+        // 64, fewer than 16 over up to 6 rows.
+        CHECK(jitmm::plan::dot_family_serves(nt(12, 5, 64), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nt(16, 5, 32), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(16, 5, 24), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(16, 8, 32), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nt(16, 8, 64), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(16, 10, 64), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nt(6, 12, 48), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(7, 12, 32), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(15, 10, 50), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nt(12, 5, 64), avx2));  // measured on AVX-512 only
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(2, 2998, 5), avx512));      // two rows, K under 8
         CHECK(jitmm::plan::dot_family_serves(nt(1, 2998, 5), avx512));
         CHECK(jitmm::plan::dot_family_serves(nt(2, 2998, 8), avx512));
@@ -1235,7 +1267,7 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
             jitmm_engine* e = make_engine(tier.name, threads);
             int it = 0;
             for (int64_t m : {17, 33, 127}) {
-                for (int64_t k : {128, 1000}) {
+                for (int64_t k : {64, 114, 128, 1000}) {
                     for (int64_t n : {1, 3, 7, 15}) {
                         Case c;
                         c.m = m; c.n = n; c.k = k;

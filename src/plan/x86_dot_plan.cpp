@@ -64,7 +64,11 @@ int balanced_tile_width(int64_t n, int widest, int threads) {
 // 15.2 (the copy). Over a long K up to a vector less one: 256x13x1024 69 -> 43, 256x15x1024 64 -> 43. AVX2 (8-float
 // vectors): 23x7x1892 x7 102 -> 57, 1000x4x200 30 -> 17; 512x8x256 19 -> 24 and 300x7x128 6.3 -> 7.2 (over half a
 // vector on a short K) not kept.
-constexpr int64_t kDotFewColumnsMinK = 128;
+// A K from 64 (not 128) since B's transposing pack became the broadcast family's cost over few columns (1 thread,
+// median us of 3 alternated rounds, broadcast -> dot: 17x5x114 x4 1.73 -> 0.84, x1 0.46 -> 0.24, x32 13.5 -> 6.8,
+// 34x5x114 x4 3.30 -> 1.60, 17x5x64 x4 0.98 -> 0.55, 17x8x100 x4 1.49 -> 1.01, 64x4x64 x16 11.7 -> 5.7, 300x7x64
+// 3.25 -> 2.65, 200x5x100 3.22 -> 1.98, 2000x5x64 21.0 -> 13.2, 23x7x96 x7 3.18 -> 1.89, 100x3x80 x10 13.4 -> 5.8).
+constexpr int64_t kDotFewColumnsMinK = 64;
 constexpr int64_t kDotFewColumnsLongK = 512;
 constexpr double kDotFewColumnsMaxABytes = 1024.0 * 1024;
 
@@ -111,12 +115,36 @@ constexpr double kDotPerRowKMaxBBytes = 1024.0 * 1024;
 constexpr int64_t kDotMinRowsHalfVectorK = 2;
 constexpr int64_t kDotHalfVectorK = 8;
 
+// Up to 16 rows over fewer columns than a vector (AVX-512, A stored M x K), from a K of two vectors: the broadcast
+// family's one vector of columns is mostly padding and B's transposing pack its main cost, where the dot kernel
+// reads B's few rows in place (the short-K rules below were measured over many columns). Up to 5 columns, up to
+// 8 from a K of 64, or fewer than 16 over up to 6 rows (one covering tile). 1 thread, median us of 3 alternated
+// rounds, broadcast -> dot: 12x5x64 x16 4.21 -> 1.64, x1 0.28 -> 0.14, 16x5x32 x16 1.98 -> 1.53, 16x5x64 x16
+// 3.72 -> 2.07, 16x5x100 x16 5.61 -> 2.88, 16x3x64 x64 14.8 -> 6.6, 8x4x64 x16 3.50 -> 0.96, 16x8x64 x16 3.75
+// -> 3.03, 8x8x64 x16 3.56 -> 1.71, 7x8x64 x16 3.43 -> 1.89, 11x6x100 x8 3.01 -> 1.19, 6x5x32 x16 2.00 -> 0.80,
+// 6x10x32 x16 2.04 -> 1.27, 6x12x48 x16 2.97 -> 1.59, 6x15x64 x16 3.91 -> 2.32, 16x8x128 x1 0.50 -> 0.30. Not
+// taken: 16x8x32 x16 2.00 -> 2.33, 7x12x32 x16 1.88 -> 2.15, 16x10x32 x16 2.02 -> 2.55, 16x15x64 x16 3.83 ->
+// 5.23, 15x10x25 x38 4.0 -> 6.6; 15x10x50 x38 6.9 -> 8.1 (16x10x64, 16x10x100 x16 about 10% faster, left as
+// they are). A K under 32 keeps the broadcast family (6x5x16, 16x5x16, 16x5x24 x16 even).
+constexpr int64_t kDotFewColumnsFewRowsMinK = 32;
+constexpr int64_t kDotFewColumnsAnyK = 5;
+constexpr int64_t kDotHalfVectorColumnsMinK = 64;
+constexpr int64_t kDotCoveringRowsFewColumns = 6;
+
+bool few_columns_few_rows(const Problem& p, hw::X86Isa isa) {
+    if (isa < hw::X86Isa::avx512 || p.trans_a || p.m > 16 || p.k < kDotFewColumnsFewRowsMinK) return false;
+    const int64_t vlen = x86::vector_length(hw::X86Isa::avx512);
+    return p.n <= kDotFewColumnsAnyK || (p.n <= vlen / 2 && p.k >= kDotHalfVectorColumnsMinK) ||
+           (p.n < vlen && p.m <= kDotCoveringRowsFewColumns);
+}
+
 bool dot_family_serves(const Problem& p, hw::X86Isa isa) {
     if (!dot_family_fits(p, isa)) return false;
     const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead, 1: the dot family (measurements)
     if (env != nullptr && env[0] == '0') return false;
     if (env != nullptr && env[0] == '1') return true;
     if (few_columns_long_k(p, isa)) return true;
+    if (few_columns_few_rows(p, isa)) return true;
     const double b_bytes = 4.0 * double(p.n) * double(p.k);
     const bool reductions_dominate =
         (p.m >= kDotMinRowsShortK && p.k <= kDotShortK) || (p.m >= kDotMinRowsOneVectorK && p.k <= kDotOneVectorK) ||

@@ -108,8 +108,12 @@ __attribute__((target("avx512f,avx512vl"))) void transpose_16x4(const float* src
 
 #pragma GCC diagnostic pop
 
-// The last k_len - k0 values (fewer than 8: K's tail past the 8 x 8 blocks, or all of a short K) of 16 stored
-// rows into 16 panel columns, 4 values at a time, and a last one or two by a gather each. Element by element the
+// The last k_len - k0 values (fewer than 16: K's tail past the 16 x 16 blocks, or all of a short K) of 16 stored
+// rows into 16 panel columns, 4 values at a time, and a last one or two by a gather each. The 16 x 4 transposes
+// (zmm, a whole panel row per store) also beat the two 8 x 8 ymm blocks that did K's tail's first 8 values
+// before (1 thread, median us of 3 alternated rounds: 5x3955x14 NT 12.0 -> 9.9, 14x556x12 NT x7 16.2 -> 13.6,
+// 8x1297x12 NT 4.25 -> 3.52, 8x2000x9 NT 5.34 -> 4.13, 8x2000x25 9.39 -> 8.48, 8x2000x40 14.1 -> 13.4), and so
+// did leaving out the empty calls for a K under 8 (5x2280x4 TT 3.07 -> 2.66). Element by element the
 // tail cost 16 scalar stores per k (2/3 of a short-K NT call, 7x3355x5: 18 us, 0.41x oneDNN); a gather for every
 // k was still a quarter of 31x1237x5 NT, but a transpose for the fifth value alone cost more than its gather
 // (1 thread, 7x99x5 NT x60 10.1 -> 9.2 us, 2x2998x5 TT 3.9 -> 3.6).
@@ -142,11 +146,11 @@ __attribute__((target("avx2"))) void copy_floats(const float* src, float* dst, i
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // dst[c][r] = src[r][c] for r < rows, c < cols (both at most 16): the rows loaded under a column mask (rows past
 // `rows` are zeros, never read), a 16 x 16 transpose in registers (4 rounds of 16 shuffles), and `cols` stores
-// under a row mask (with zero_past_rows, whole 16-float stores: zeros past `rows`).
+// under a row mask, or whole (`whole_rows`: lanes from `rows` on written as zeros).
 __attribute__((target("avx512f"))) void transpose_block_16(const float* src, int64_t src_ld, int rows, int cols,
-                                                            float* dst, int64_t dst_ld, bool zero_past_rows = false) {
+                                                            float* dst, int64_t dst_ld, bool whole_rows = false) {
     const __mmask16 col_mask = static_cast<__mmask16>((1u << cols) - 1);
-    const __mmask16 row_mask = zero_past_rows ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rows) - 1);
+    const __mmask16 row_mask = whole_rows ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rows) - 1);
     __m512 r[16], t[16];
     for (int i = 0; i < 16; ++i)
         r[i] = i < rows ? _mm512_maskz_loadu_ps(col_mask, src + i * src_ld) : _mm512_setzero_ps();
@@ -176,6 +180,32 @@ __attribute__((target("avx512f"))) void transpose_block_16(const float* src, int
 }
 
 #pragma GCC diagnostic pop
+
+// The last unit of a transposed B when it has fewer than 16 stored rows (AVX-512, the unit inside one panel):
+// 16 x 16 blocks through registers, its rows loaded under a K mask (nothing past them is read) and every panel
+// row stored whole, the lanes of the missing rows as zeros (the panel's padding). Element by element, with the
+// padding zeroed apart, this was half of small NT calls over few columns (1 thread: 15x10x50 x38, 17x5x114 x4).
+__attribute__((target("avx512f"))) void transpose_ragged_rows_16(const float* src, int64_t ld, int rows,
+                                                                  float* dst, int64_t k_len, int64_t nr) {
+    for (int64_t k = 0; k < k_len; k += 16)
+        transpose_block_16(src + k, ld, rows, static_cast<int>(std::min<int64_t>(16, k_len - k)), dst + k * nr, nr,
+                           true);
+}
+
+// 16 stored rows of one or two values each, stored densely (ldb = K = k_len): 16 k_len contiguous floats, split
+// into the k_len panel rows by one permute each (two gathers before).
+__attribute__((target("avx512f"))) void transpose_dense_rows_16(const float* src, int64_t k_len, float* dst,
+                                                                 int64_t nr) {
+    if (k_len == 1) {
+        _mm512_storeu_ps(dst, _mm512_loadu_ps(src));
+        return;
+    }
+    const __m512 v0 = _mm512_loadu_ps(src), v1 = _mm512_loadu_ps(src + 16);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    _mm512_storeu_ps(dst, _mm512_permutex2var_ps(v0, even, v1));
+    _mm512_storeu_ps(dst + nr, _mm512_permutex2var_ps(v0, odd, v1));
+}
 
 }  // namespace
 
@@ -214,10 +244,6 @@ void pack_a_f32_transposed_tiles(const float* a, int64_t lda, int64_t i0, int64_
     }
 }
 
-// From this K the last ragged unit of a transposed B is packed by 16 x 16 register transposes (below: one
-// block's setup costs more than a short K's element stores).
-constexpr int64_t kMinKForRaggedTranspose = 16;
-
 int64_t pack_b_units(bool trans_b, int64_t k_len, int64_t width) {
     return trans_b ? (width + kPackBColumns - 1) / kPackBColumns : k_len;
 }
@@ -250,32 +276,42 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
     // made whole GEMMs faster (1 thread, two builds alternated in one process: 128x4096x4096 NT bias+GELU
     // +1.4..3.8%, 128x11008x4096 NT +2.5%).
     const int64_t k8 = k_len / 8 * 8;
+    // The unit's first column as panel and column in it, stepped unit by unit: a division by nr per unit was a
+    // third of a short K's pack (5x2280x2 TT).
+    int64_t unit_panel = unit_begin * kPackBColumns / nr, unit_column = unit_begin * kPackBColumns % nr;
+    auto place = [&](int64_t panel, int64_t column) {
+        while (column >= nr) {
+            column -= nr;
+            ++panel;
+        }
+        return panels + panel * k_len * nr + column;
+    };
     for (int64_t g = unit_begin; g < unit_end; ++g) {
         const int64_t j = g * kPackBColumns, cols = std::min<int64_t>(kPackBColumns, width - j);
         const float* src = b + (j0 + j) * ldb + k0;
-        // Where column c of the unit starts in its panel (a division by nr: computed only where used, which a
-        // short K's pack otherwise spent half its time on).
+        // Where column c of the unit starts in its panel (a division by nr: for the rare columns done one by one).
         auto dst_of = [&](int64_t c) { return panels + ((j + c) / nr) * k_len * nr + (j + c) % nr; };
-        float* const dst0 = dst_of(0);
-        float* const dst8 = cols > 8 ? dst_of(8) : nullptr;
+        float* const dst0 = place(unit_panel, unit_column);
+        float* const dst8 = cols > 8 ? place(unit_panel, unit_column + 8) : nullptr;
+        unit_column += kPackBColumns;
+        while (unit_column >= nr) {
+            unit_column -= nr;
+            ++unit_panel;
+        }
         const int64_t full = cols / 8 * 8;  // columns done in 8 x 8 blocks (for k < k8)
         int64_t tail_done = 0;  // leading columns whose K tail transpose_tail_16 wrote
-        int64_t zeroed_to = 0;  // panel columns up to which the last unit's whole-lane stores wrote zero padding
-        if (avx512 && cols < 16 && nr % 16 == 0 && j + cols == width && k_len >= kMinKForRaggedTranspose) {
-            // The last, ragged unit: its 16 lanes lie in the last panel, whose columns past B are padding, so
-            // 16 x 16 register transposes of the rows there are write whole rows of the unit, zeros included
-            // (element by element with a memset per k it cost more than the rest of the pack: 17x55x618 NT
-            // 17.7 us, 17x55x618 NN 6.3).
-            for (int64_t k = 0; k < k_len; k += 16)
-                transpose_block_16(src + k, ldb, static_cast<int>(cols), static_cast<int>(std::min<int64_t>(16, k_len - k)),
-                                   dst0 + k * nr, nr, true);
+        int64_t zeroed_to = 0;  // the panel's columns up to which the unit stored zero padding
+        if (avx512 && nr % 16 == 0 && cols < 16) {  // the unit lies in one panel (nr a multiple of 16)
+            transpose_ragged_rows_16(src, ldb, static_cast<int>(cols), dst0, k_len, nr);
             tail_done = cols;
-            zeroed_to = (j + 16 - 1) % nr + 1;
+            zeroed_to = pad_from - cols + 16;  // (the unit ends the width: its first column is pad_from - cols)
+        } else if (avx512 && nr % 16 == 0 && cols == 16 && k_len == ldb && k_len <= 2) {
+            transpose_dense_rows_16(src, k_len, dst0, nr);
+            tail_done = 16;
         } else if (avx512 && full == 16 && nr % 16 == 0) {  // the unit's 16 columns lie in one panel
             const int64_t k16 = k_len / 16 * 16;
-            transpose_rows_16(src, ldb, dst0, k16, nr);
-            transpose_rows(src + k16, ldb, dst0 + k16 * nr, dst8 + k16 * nr, k8 - k16, nr);
-            if (k8 < k_len) transpose_tail_16(src, ldb, dst0, k8, k_len, nr);
+            if (k16 > 0) transpose_rows_16(src, ldb, dst0, k16, nr);
+            if (k16 < k_len) transpose_tail_16(src, ldb, dst0, k16, k_len, nr);
             tail_done = 16;
         } else {
             transpose_rows(src, ldb, dst0, full >= 16 ? dst8 : nullptr, full > 0 ? k8 : 0, nr);
