@@ -2573,6 +2573,92 @@ TEST_CASE("x86 lowp VNNI: a K of 1-3 packs B as one run of dwords (gathers, wide
     }
 }
 
+TEST_CASE("x86 lowp: a short K of row-major B packs every panel in one pass (VBMI), never past B's last byte",
+          "[x86][lowp][amx]") {
+    // pack_b_lowp with B stored K x N and K up to 64 rows: 32-column panels of `groups` k groups (int8 x 4, bf16
+    // x 2), the groups past K zero, the columns past the width zero, the column sums (VNNI). B ends at a PROT_NONE
+    // page (masked loads only), ldb > N.
+    if (!jitmm::x86::pack_vbmi_allowed()) return;  // no AVX512-VBMI
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(2479);
+    using jitmm::plan::LowpStep;
+    for (LowpStep step : {LowpStep::amx_int8, LowpStep::vnni_u8s8, LowpStep::amx_bf16}) {
+        const bool bytes = step != LowpStep::amx_bf16;
+        const int g = bytes ? 4 : 2;
+        const int64_t esz = bytes ? 1 : 2;
+        for (int64_t k : {1, 2, 3, 4, 5, 13, 24, 42, 63, 64}) {
+            for (int64_t width : {1, 31, 32, 33, 100, 2479}) {
+                for (int64_t pad : {0, 3}) {
+                    const int64_t ldb = width + pad;
+                    const int64_t bytes_b = ((k - 1) * ldb + width) * esz;
+                    const size_t span = static_cast<size_t>((bytes_b + page - 1) / page * page);
+                    void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    REQUIRE(map != MAP_FAILED);
+                    REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+                    auto* b = static_cast<uint8_t*>(map) + span - bytes_b;
+                    for (int64_t i = 0; i < bytes_b; ++i) b[i] = static_cast<uint8_t>(rng());
+                    const int nr = 32;
+                    const int64_t live = (k + g - 1) / g;
+                    const int64_t groups = step == LowpStep::vnni_u8s8 ? live : (live + 15) / 16 * 16;
+                    const int64_t panels = (width + nr - 1) / nr;
+                    std::vector<uint8_t> out(static_cast<size_t>(panels * groups * nr * 4), 0xa5);
+                    std::vector<int32_t> sums(static_cast<size_t>(panels * nr), 5);
+                    const bool with_sums = step == LowpStep::vnni_u8s8;
+                    jitmm::x86::pack_b_lowp(step, bytes ? JITMM_DTYPE_S8 : JITMM_DTYPE_BF16, b, ldb, false, 0, k, 0,
+                                            width, nr, groups, out.data(), with_sums ? sums.data() : nullptr, true);
+                    int64_t wrong = 0, wrong_sums = 0;
+                    for (int64_t p = 0; p < panels; ++p)
+                        for (int64_t q = 0; q < groups; ++q)
+                            for (int64_t c = 0; c < nr; ++c)
+                                for (int64_t e = 0; e < g; ++e)
+                                    for (int64_t byte = 0; byte < esz; ++byte) {
+                                        const int64_t kk = q * g + e, col = p * nr + c;
+                                        const uint8_t want =
+                                            kk < k && col < width ? b[(kk * ldb + col) * esz + byte] : 0;
+                                        wrong += out[size_t(((p * groups + q) * nr + c) * 4 + e * esz + byte)] != want;
+                                    }
+                    for (int64_t col = 0; with_sums && col < width; ++col) {
+                        int32_t sum = 5;
+                        for (int64_t kk = 0; kk < k; ++kk) sum += static_cast<int8_t>(b[kk * ldb + col]);
+                        wrong_sums += sums[size_t(col)] != sum;
+                    }
+                    INFO("step " << int(step) << " k " << k << " width " << width << " ldb " << ldb);
+                    CHECK(wrong == 0);
+                    CHECK(wrong_sums == 0);
+                    munmap(map, span + page);
+                }
+            }
+        }
+    }
+    // And whole calls on every tier: few rows times a wide B over a short K (s8, u8 with a zero point, bf16),
+    // NN and TN, ld pads, batches and threads.
+    const int64_t shapes[][3] = {{6, 2479, 42}, {18, 2588, 24}, {3, 1240, 63}, {33, 300, 13}, {12, 77, 64}, {1, 97, 5}};
+    const jitmm_dtype types[][3] = {{JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                    {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                    {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32}};
+    int it = 0;
+    for (const Tier& tier : runnable_tiers()) {
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            for (const auto& sh : shapes) {
+                for (const auto& ty : types) {
+                    Case c;
+                    set_types(c, ty);
+                    c.m = sh[0]; c.n = sh[1]; c.k = sh[2];
+                    c.ta = it % 4 == 3;
+                    c.ldb_pad = it % 3 == 1 ? 5 : 0;
+                    c.lda_pad = it % 5 == 2 ? 7 : 0;
+                    c.batch = it % 4 == 2 ? 3 : 1;
+                    c.zero_point = c.a == JITMM_DTYPE_U8 && it % 2 ? 9 : 0;
+                    INFO("tier " << tier.name << " threads " << threads << " case " << it);
+                    ++it;
+                    check_case(e.e, c, rng);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
     // row tiles whose reads would pass A's end come from a copy. A ends exactly at a PROT_NONE page, B and C are
