@@ -2659,6 +2659,42 @@ TEST_CASE("x86 lowp: a short K of row-major B packs every panel in one pass (VBM
     }
 }
 
+TEST_CASE("x86 lowp AMX: runs of panels of one row tile and one K step alternate two sets of C tiles, exactly",
+          "[x86][lowp][amx]") {
+    // panel_pairs: int8, up to 16 rows, K one step (short or whole), stored straight into C: 1-5 full panels (an
+    // odd and an even count end in either set), column tails, ldc pads, batches (run_small) and threads.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    std::mt19937 rng(1616);
+    const int64_t ms[] = {1, 6, 13, 16};
+    const int64_t ns[] = {32, 64, 96, 128, 160, 45, 77, 2479};
+    const int64_t ks[] = {4, 42, 61, 64};
+    int it = 0;
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        for (int64_t m : ms)
+            for (int64_t n : ns) {
+                Case c;
+                c.a = it % 3 == 0 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+                c.b = JITMM_DTYPE_S8;
+                c.c = JITMM_DTYPE_S32;
+                c.m = m;
+                c.n = n;
+                c.k = ks[it % 4];
+                c.ta = it % 5 == 4;
+                c.tb = it % 7 == 6;
+                c.ldc_pad = it % 3 == 1 ? 3 : 0;
+                c.lda_pad = it % 4 == 2 ? 5 : 0;
+                c.batch = it % 6 == 5 ? 3 : 1;
+                INFO("threads " << threads << " case " << it);
+                ++it;
+                check_case(e.e, c, rng);
+            }
+    }
+}
+
 TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
     // row tiles whose reads would pass A's end come from a copy. A ends exactly at a PROT_NONE page, B and C are

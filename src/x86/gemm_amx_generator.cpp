@@ -61,6 +61,10 @@ public:
             set(a_tile(i).getIdx(), r, k_bytes);
             for (int j = 0; j < tn; ++j) set(c_tile(i, j).getIdx(), r, std::min(kTile, cols - kTile * j) * 4);
         }
+        // One row tile: the second row's C tiles take the first's shape, the other set of panel_pairs (a tail of
+        // 16 rows keeps the full tile's configuration: those are its shapes there).
+        if (tm == 1)
+            for (int j = 0; j < tn; ++j) set(c_tile(1, j).getIdx(), rows, std::min(kTile, cols - kTile * j) * 4);
         for (int j = 0; j < tn; ++j) set(b_tile(j).getIdx(), k_bytes / 4, std::min(kTile, cols - kTile * j) * 4);
         return cfg;
     }
@@ -163,6 +167,12 @@ private:
             xor_(r12, r12);  // no rows waiting to be copied out
             copy_rows_per_step_ = static_cast<int>((rows_ + steps - 1) / steps);
         }
+        if (!stream_ && L_.step == LowpStep::amx_int8 && tm_ == 1 && steps == 1 && v.first && v.last && !last_step_from_copy_in(v)) {
+            panel_pairs(steps);
+            pop(r14);
+            pop(rbx);
+            return;
+        }
         mov(rbx, ptr[rcx + kArgPanels]);
         mov(r14, ptr[rcx + kArgAcc]);
         mov(r8, ptr[rcx + kArgAStride]);
@@ -220,6 +230,66 @@ private:
         }
         pop(r14);
         pop(rbx);
+    }
+
+    // One row tile (up to 16 rows) over a run of panels of one K block, stored straight into C: the panels take
+    // turns between two sets of C tiles (the first row's, and the second row's, which one row tile leaves free),
+    // so that a panel's products run while the previous panel's tiles are stored. With one set every panel
+    // drained: products, then the stores, and only then the next panel's products (6x2479x42 s8 on one thread:
+    // its ~80 panels of one step each waited on the chain load, product, store). A K of one step loads its A
+    // tile once for all the panels.
+    void panel_pairs(int64_t steps) {
+        mov(rbx, ptr[rcx + kArgPanels]);
+        mov(r8, ptr[rcx + kArgAStride]);
+        mov(r10, kBPanelRow);
+        mov(r11, ptr[rcx + kArgPrefetch]);
+        const bool a_once = steps == 1;
+        if (a_once) tileloadd(a_tile(0), ptr[rdi + r8]);
+        auto products = [&](int set) {
+            for (int j = 0; j < tn_; ++j) tilezero(c_tile(set, j));
+            Xbyak::Label kloop;
+            if (steps > 1) {
+                mov(rax, steps);
+                L(kloop);
+            }
+            if (!a_once) tileloadd(a_tile(0), ptr[rdi + r8]);
+            for (int j = 0; j < tn_; ++j) {
+                load_b(b_tile(j), ptr[rsi + r10 + j * kTile * 4]);
+                multiply(c_tile(set, j), a_tile(0), b_tile(j));
+            }
+            if (!a_once) add(rdi, step_bytes_);
+            add(rsi, step_bytes_ / 4 * kBPanelRow);
+            prefetch_lines();
+            if (steps > 1) {
+                dec(rax);
+                jnz(kloop, T_NEAR);
+                sub(rdi, steps * step_bytes_);
+            }
+            if (b_skip_ != 0) add(rsi, b_skip_);
+        };
+        auto store = [&](int set) {
+            mov(rax, L_.ldc * dtype_size(L_.c_type));
+            for (int j = 0; j < tn_; ++j) tilestored(ptr[rdx + rax + j * kTile * 4], c_tile(set, j));
+            add(rdx, 2 * kTile * dtype_size(L_.c_type));
+        };
+        Xbyak::Label loop, last0, last1, done;
+        products(0);
+        L(loop);
+        dec(rbx);
+        jz(last0, T_NEAR);
+        products(1);
+        store(0);
+        dec(rbx);
+        jz(last1, T_NEAR);
+        products(0);
+        store(1);
+        jmp(loop, T_NEAR);
+        L(last0);
+        store(0);
+        jmp(done, T_NEAR);
+        L(last1);
+        store(1);
+        L(done);
     }
 
     // A few lines of LowpCallArgs::prefetch per K step, into L2 (r11 walks the range; nothing once it ends).
