@@ -2695,6 +2695,58 @@ TEST_CASE("x86 lowp AMX: runs of panels of one row tile and one K step alternate
     }
 }
 
+TEST_CASE("x86 lowp AMX tier: a u8 A of a row tile's tail times a small B stored N x K runs on VNNI, exactly",
+          "[x86][lowp][amx]") {
+    // choose_step's tail_rows_u8: under 32 rows, not whole 16-row tiles, B stored N x K of at most 128 columns, M x N
+    // x K up to 96 x 32 x 32; whole 16-row tiles, an s8 A, B stored K x N and wide N keep AMX.
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    struct Want {
+        int64_t m, n, k;
+        jitmm_dtype a;
+        bool tb;
+        const char* generator;
+    };
+    const Want wants[] = {{13, 59, 62, JITMM_DTYPE_U8, true, "x86_int8_vnni_avx512"},
+                          {26, 59, 62, JITMM_DTYPE_U8, true, "x86_int8_vnni_avx512"},
+                          {5, 120, 60, JITMM_DTYPE_U8, true, "x86_int8_vnni_avx512"},
+                          {32, 64, 64, JITMM_DTYPE_U8, true, "x86_int8_amx"},
+                          {13, 59, 62, JITMM_DTYPE_S8, true, "x86_int8_amx"},
+                          {13, 59, 62, JITMM_DTYPE_U8, false, "x86_int8_amx"},
+                          {5, 300, 60, JITMM_DTYPE_U8, true, "x86_int8_amx"},
+                          {26, 118, 124, JITMM_DTYPE_U8, true, "x86_int8_amx"}};
+    std::mt19937 rng(5962);
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (const Want& w : wants) {
+            jitmm_matmul_desc d;
+            jitmm_matmul_desc_init(&d);
+            d.m = w.m; d.n = w.n; d.k = w.k;
+            d.a_type = w.a; d.b_type = JITMM_DTYPE_S8; d.c_type = JITMM_DTYPE_S32;
+            d.trans_b = w.tb ? 1 : 0;
+            d.lda = w.k; d.ldb = w.tb ? w.k : w.n; d.ldc = w.n;
+            INFO(w.m << "x" << w.n << "x" << w.k << " " << jitmm_dtype_name(w.a) << (w.tb ? " NT" : " NN"));
+            CHECK(generator_of(e.e, d) == w.generator);
+            for (int64_t batch : {1, 9}) {
+                Case c;
+                c.a = w.a;
+                c.m = w.m; c.n = w.n; c.k = w.k;
+                c.tb = w.tb;
+                c.ta = it % 3 == 2;
+                c.batch = batch;
+                c.ldb_pad = it % 2 ? 3 : 0;
+                c.ldc_pad = it % 4 == 1 ? 5 : 0;
+                c.zero_point = w.a == JITMM_DTYPE_U8 && it % 3 == 1 ? 11 : 0;
+                ++it;
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last byte (guard page)", "[x86][lowp]") {
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
     // row tiles whose reads would pass A's end come from a copy. A ends exactly at a PROT_NONE page, B and C are

@@ -128,6 +128,10 @@ constexpr int64_t kShortKVnniMaxK = 32;
 constexpr double kShortKVnniMinC = 16384;
 constexpr double kShortKVnniMinTailC = 2048;
 
+// A u8 A of under 32 rows that end in a tile tail times B stored N x K runs on VNNI up to this M x N x K (choose_step).
+constexpr double kTailRowsVnniMaxMnk = 96.0 * 32 * 32;
+constexpr int64_t kTailRowsVnniMaxColumns = 128;
+
 // A u8 A of at most this many rows times a B stored K x N of at most this many bytes runs on VNNI (choose_step).
 constexpr int64_t kDecodeVnniMaxRows = 4;
 constexpr int64_t kDecodeVnniMaxBBytes = 512 * 1024;
@@ -156,7 +160,18 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // VNNI -> AMX, us: 8^3 x64 5.8 -> 4.2, 16^3 x16 1.77 -> 1.22, 16^3 NT x16 2.25 -> 1.17, 12^3 x32 3.1 ->
         // 2.35), while a u8 A stays on VNNI (16^3 x16 0.83 against 1.23 on AMX).
         const double tiny_mnk = p.a_type == JITMM_DTYPE_S8 ? (p.batch > 1 ? 0.0 : 16.0 * 16 * 16) : 32.0 * 32 * 32;
-        const bool tiny = double(p.m) * double(p.n) * double(p.k) <= tiny_mnk;
+        // A u8 A of under 32 rows ending in a tile tail (not 16) times B stored N x K, up to kTailRowsVnniMaxMnk:
+        // the AMX tails (tile configurations of their own, the transposed B packed into 64-byte steps) cost more
+        // than vpdpbusd's products. 1 thread, median us, AMX -> VNNI: u8 13x59x62 NT x9 3.9 -> 3.0 (x64 27.5 -> 20.9, NN 2.6 ->
+        // 2.15, TT 3.9 -> 3.4, x1 0.41 -> 0.37), 13x118x62 NT x9 6.8 -> 5.7, 13x59x124 NT x9 5.7 -> 4.5, 26x59x62 NT
+        // x9 5.0 -> 4.5; kept AMX: 26x118x124 NT x9 12.5 (VNNI 13.3), whole tiles 32x64x64 NT x9 2.5 (4.1), and an
+        // s8 A (13x59x62 NT x9 3.95, VNNI with its shift 4.2); and from 32 rows (100x20x40 0.39, VNNI 0.45). B
+        // stored K x N measured mixed (13x59x62 x9 2.7 -> 2.1, 5x300x60 0.61 -> 0.64, 9x150x64 TN x3 1.43 -> 1.47),
+        // and wide N lost (5x300x60 NT 0.85 -> 1.44: VNNI's dot products of B's rows).
+        const double mnk = double(p.m) * double(p.n) * double(p.k);
+        const bool tail_rows_u8 = p.a_type == JITMM_DTYPE_U8 && p.trans_b && p.m < 32 && p.m % 16 != 0 &&
+                                  p.n <= kTailRowsVnniMaxColumns && mnk <= kTailRowsVnniMaxMnk;
+        const bool tiny = mnk <= tiny_mnk || tail_rows_u8;
         // A K of at most 32 bytes over a C of kShortKVnniMinC values or more: writing C is the work, and the AMX
         // panels, a K step each, drain every 32 x 32 block (products, then stores, then the next loads) where
         // vpdpbusd's stores stream. A u8 A is read as it is; an s8 A pays its +128 shift and column sums, which
