@@ -205,6 +205,9 @@ int64_t GemmF32Kernel::a_tile_floats() const {
 // spread over its K loop) one run of the next block's source, and the driver packs what the earlier calls
 // brought into L2, so that the next block's reads from memory overlap the FMAs instead of stalling a packing
 // pass between blocks (1024^3: ~5% of the run). Only the chunk's first block is packed up front.
+// With fused packing (plan.pack_b_fused: few rows, a B as stored) there is no copy pass at all: each block's
+// first row tile runs the packing variants, which read B as stored (prefetched into L2 by the block before) and
+// store the panels that the block's other row tiles then read.
 // Packed panels of a transposed A per group of row tiles (a quarter of a 2 MB L2).
 constexpr int64_t kTransposedAGroupBytes = 512 * 1024;
 
