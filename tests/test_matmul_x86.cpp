@@ -1877,6 +1877,10 @@ TEST_CASE("x86 f32: B packed by the first row tile as it goes", "[x86][matmul]")
     CHECK(fused.pack_b_fused);
     CHECK(fused.kc <= 256);
     CHECK(fused.layout.b_pack_prefetch_k == 32);
+    // A K that fits one block stays in one.
+    const auto one_block = jitmm::plan::plan_x86_gemm_f32(plain_problem(71, 630, 378, false, false), cpu, isa, 1);
+    CHECK(one_block.pack_b_fused);
+    CHECK(one_block.kc >= 378);
     // Rows 11008 floats apart start in 4 L1 sets: a short prefetch distance.
     const auto strided = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 11008, 4096, false, false), cpu, isa, 1);
     CHECK(strided.pack_b_fused);
