@@ -419,7 +419,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // comes from memory in place.
     const bool fused_candidate = fused_packing_fits(p, plan, l2);
     const int64_t a_budget = l2_lines || plan.pack_b ? l1 * 5 / 8 : l1 / 4;
-    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small)
+    // So does a B as stored that fits L2 whole (its row tiles after the first read it from there; 1 thread,
+    // 32-long blocks -> 256: 32x410x827 122 -> 108 us, 18x1034x375 85 -> 82, 5x198x1554 20.3 -> 19.0).
+    // Not batches that each bring their own B (together they stream from memory: 39x2485x132 x25 5350 -> 12200).
+    const bool b_fits_l2 = !p.trans_b && !plan.pack_a && !plan.pack_b && !b_streams_from_memory &&
+                           b_share_bytes * b_own_batches <= double(l2) * 3 / 4 &&
+                           p.flops() / double(p.batch) > kMinFlopsPerThread;
+    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small || b_fits_l2)
                            ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
                            : 32;
     // A tile as wide as N with A read in place uses each A value once: nothing of A is kept in L1 between
