@@ -274,8 +274,9 @@ struct LowpFamily {
     // swapped calls prefetch LowpCallArgs::prefetch in their K loop; 12: int8 calls of one K block round K up
     // to whole dwords (plan::amx_k_reads_rows); 13: erf-GELU's erfc to relative accuracy; 14: bf16 swapped calls
     // read a K block's partial last step from LowpCallArgs::a_last_step; 15: and normal-order bf16 calls with A in
-    // place (LowpLayout::a_last_step_copied), panel runs included
-    static constexpr int kVersion = 15;
+    // place (LowpLayout::a_last_step_copied), panel runs included; 16: fma_f32 calls prefetch their C tile over a
+    // short K (LowpLayout::c_prefetch)
+    static constexpr int kVersion = 16;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

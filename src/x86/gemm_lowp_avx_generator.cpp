@@ -38,6 +38,7 @@ public:
             return entry;
         }
         begin_variant(v);
+        if (v.last) prefetch_c(v);
         if (v.first) zero_accumulators();
         else strip(/*load=*/true);
         k_loop((v.k_len + plan::step_group(L_.step) - 1) / plan::step_group(L_.step));
@@ -88,6 +89,17 @@ private:
                 if (load) vmovups(acc(i, j), addr);
                 else vmovups(addr, acc(i, j));
             }
+    }
+
+    // The C tile's lines before the K loop (LowpLayout::c_prefetch): a short K leaves the tile's stores nothing
+    // to overlap with, and each store missing L1 would wait for its line in turn.
+    void prefetch_c(const LowpVariant& v) {
+        if (!L_.c_prefetch) return;
+        const int64_t c_size = dtype_size(L_.c_type), row_bytes = L_.ldc * c_size;
+        const int lines = static_cast<int>((v.cols * c_size + 63) / 64);
+        if (int64_t(v.rows - 1) * row_bytes + lines * 64 > INT32_MAX) return;
+        for (int i = 0; i < v.rows; ++i)
+            for (int l = 0; l < lines; ++l) prefetcht0(ptr[rdx + static_cast<int32_t>(i * row_bytes + l * 64)]);
     }
 
     // ---- main loop: per k group, the B row's vectors times each row's broadcast A dword -------------------
