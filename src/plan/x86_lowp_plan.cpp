@@ -262,6 +262,8 @@ constexpr int64_t kF16BStreamedKBlock = 32;
 constexpr int64_t kF16WholeKMaxPanels = 2;
 // fma_f32 up to this K prefetches the C tile before the K loop (LowpLayout::c_prefetch), as the f32 family does.
 constexpr int64_t kMaxKForCTilePrefetch = 12;
+// f16 A read in place over one column panel up to this K (see the planner).
+constexpr int64_t kF16AInPlaceMaxK = 2;
 constexpr int kF16BRowPrefetchSteps = 32;
 
 bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
@@ -824,6 +826,21 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         L.k_unroll = 4;
         kc_unit = int64_t(g) * L.k_unroll;
         kc_limit = std::max<int64_t>(kc_unit, l1 / 2 / (int64_t(L.mr) * esz));
+        // f16 A stored M x K over one column panel and a K of at most kF16AInPlaceMaxK, at the AVX512-FP16 tiers:
+        // A read in place (LowpLayout::a_f16_in_place). Packing such rows costs a call, a store and a reload per
+        // row of a value or two; past them vcvtph2psx's broadcast (ports 0 and 5, as the FMAs) costs more than
+        // the packing. 1 thread, median us of 3 alternated runs, packed -> in place: K = 1: 3535x4 3.97 -> 2.69,
+        // 668x5 NT x7 5.52 -> 3.79, 1000x3 x10 11.3 -> 7.6, 240x3 NT x24 7.0 -> 5.0, 2692x16 even; K = 2: 3535x4 4.21
+        // -> 3.55, 668x5 NT x7 5.87 -> 4.76, 2000x9 2.88 -> 2.12; not taken: K = 3 even (3535x4 4.72 -> 4.87), K = 4
+        // 10-18% slower, K = 6 35-44%, 888x10x234 x20 1675 -> 6181.
+        const char* a_in_place_env = std::getenv("JITMM_X86_LOWP_F16_A_IN_PLACE");  // 0/1: measurements
+        const bool a_in_place_forced = a_in_place_env != nullptr && a_in_place_env[0] == '1';
+        if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && !p.trans_a &&
+            isa >= hw::X86Isa::avx512_fp16 && cpu.avx512_fp16 && p.n <= int64_t(L.nr()) &&
+            (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
+            int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31) &&
+            (a_in_place_env == nullptr || a_in_place_env[0] != '0'))
+            L.a_f16_in_place = true;
         if (f16_b_in_place_fits(p, L)) {
             L.b_in_place = true;
             L.b_row_bytes = p.ldb * dtype_size(p.b_type);
@@ -977,6 +994,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
                                          kAmxATileWaysPerSet))
         plan.pack_a = true;
     if (bf16_any_off && amx_rows_any_stride(L.step, false, p.m, p.n) && a_row_bytes % 64 != 0) plan.pack_a = true;
+    if (L.a_f16_in_place) plan.pack_a = false;
     // bf16 with A in place over few panels (amx_rows_any_stride) whose last K block ends inside a step: that step
     // from a copy (LowpLayout::a_last_step_copied). bf16 packed A for any K tail (and for misaligned rows), which
     // was half of such calls: 1 thread, median us of 3 alternated runs, packed -> in place (panels): 92x9x2960 (1)
@@ -1017,7 +1035,11 @@ std::string X86LowpPlan::describe() const {
     std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
-                  layout.dot_nt ? "dotNT" : layout.swap_ab ? "swapAB" : pack_a ? "packA" : "directA",
+                  layout.dot_nt          ? "dotNT"
+                  : layout.swap_ab       ? "swapAB"
+                  : pack_a               ? "packA"
+                  : layout.a_f16_in_place ? "directA16"
+                                          : "directA",
                   layout.b_in_place ? " directB" : "",
                   layout.compensate || layout.dot_row_comp ? " comp" : "",
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
@@ -1043,6 +1065,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));
     if (L.b_in_place) w.i64('B', L.b_row_bytes).i64('F', L.b_prefetch_k);
     if (L.c_prefetch) w.i64('P', 1);
+    if (L.a_f16_in_place) w.i64('H', 1);
 }
 
 }  // namespace jitmm::plan

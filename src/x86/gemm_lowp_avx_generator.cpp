@@ -141,6 +141,11 @@ private:
         else
             for (int j = 0; j < nvec_; ++j) vmovups(bvec(j), ptr[rsi + u * b_group_bytes() + j * vector_bytes()]);
         for (int i = 0; i < rows_; ++i) {
+            if (L_.a_f16_in_place) {
+                vcvtph2psx(bcast(), ptr_b[rdi + i * L_.a_row_bytes + u * 2]);  // one f16 broadcast, widened
+                for (int j = 0; j < nvec_; ++j) multiply(bcast(), i, j);
+                continue;
+            }
             const auto src = ptr[rdi + i * L_.a_row_bytes + u * 4];
             if (L_.step == LowpStep::fma_f32) vbroadcastss(bcast(), src);
             else vpbroadcastd(bcast(), src);
@@ -156,7 +161,7 @@ private:
             mov(r8, iterations);
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
-            add(rdi, unroll * 4);
+            add(rdi, unroll * (L_.a_f16_in_place ? 2 : 4));
             add(rsi, static_cast<uint32_t>(unroll * (L_.b_in_place ? L_.b_row_bytes : b_group_bytes())));
             dec(r8);
             jnz(loop, T_NEAR);
