@@ -1877,6 +1877,10 @@ TEST_CASE("x86 f32: B packed by the first row tile as it goes", "[x86][matmul]")
     CHECK(fused.pack_b_fused);
     CHECK(fused.kc <= 256);
     CHECK(fused.layout.b_pack_prefetch_k == 32);
+    // A K that fits one block stays in one.
+    const auto one_block = jitmm::plan::plan_x86_gemm_f32(plain_problem(71, 630, 378, false, false), cpu, isa, 1);
+    CHECK(one_block.pack_b_fused);
+    CHECK(one_block.kc >= 378);
     // Rows 11008 floats apart start in 4 L1 sets: a short prefetch distance.
     const auto strided = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 11008, 4096, false, false), cpu, isa, 1);
     CHECK(strided.pack_b_fused);
@@ -2055,5 +2059,34 @@ TEST_CASE("x86 f32: few columns of an A stored K x M run as C^T, then transposed
             }
             jitmm_engine_destroy(e);
         }
+    }
+}
+
+// A B as stored read in place by a few row tiles, that fits L2 whole, runs long K blocks (its later row tiles
+// read it from L2); batches that each bring their own such B together stream it from memory: short blocks.
+TEST_CASE("x86 f32 planner: long K blocks over a B in place that fits L2", "[x86][plan]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    const auto in_l2 = jitmm::plan::plan_x86_gemm_f32(plain_problem(32, 410, 827, false, false), cpu, isa, 1);
+    CHECK_FALSE(in_l2.pack_b);
+    CHECK(in_l2.kc >= 256);
+    jitmm::Problem batched = plain_problem(39, 2485, 132, false, false);
+    batched.batch = 25;
+    batched.stride_a = 39 * 132;
+    batched.stride_b = 2485 * 132;
+    batched.stride_c = 39 * 2485;
+    CHECK(jitmm::plan::plan_x86_gemm_f32(batched, cpu, isa, 1).kc <= 32);
+    std::mt19937 rng(827);
+    for (const Tier& tier : runnable_tiers()) {
+        jitmm_engine* e = make_engine(tier.name, 1);
+        const Case cases[] = {{32, 410, 827, 1, false, false, 3, 5, 1, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_RELU},
+                              {5, 1013, 164, 2, true, false, 0, 0, 0, -0.5f, 0.0f, JITMM_EPILOGUE_NONE, JITMM_BIAS_PER_COLUMN, true}};
+        for (const Case& c : cases) {
+            INFO("tier " << tier.name << " " << describe(c));
+            check_case(e, c, rng);
+        }
+        jitmm_engine_destroy(e);
     }
 }

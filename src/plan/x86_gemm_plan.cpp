@@ -419,7 +419,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // comes from memory in place.
     const bool fused_candidate = fused_packing_fits(p, plan, l2);
     const int64_t a_budget = l2_lines || plan.pack_b ? l1 * 5 / 8 : l1 / 4;
-    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small)
+    // So does a B as stored that fits L2 whole (its row tiles after the first read it from there; 1 thread,
+    // 32-long blocks -> 256: 32x410x827 122 -> 108 us, 18x1034x375 85 -> 82, 5x198x1554 20.3 -> 19.0).
+    // Not batches that each bring their own B (together they stream from memory: 39x2485x132 x25 5350 -> 12200).
+    const bool b_fits_l2 = !p.trans_b && !plan.pack_a && !plan.pack_b && !b_streams_from_memory &&
+                           b_share_bytes * b_own_batches <= double(l2) * 3 / 4 &&
+                           p.flops() / double(p.batch) > kMinFlopsPerThread;
+    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small || b_fits_l2)
                            ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
                            : 32;
     // A tile as wide as N with A read in place uses each A value once: nothing of A is kept in L1 between
@@ -431,7 +437,9 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const bool few_tiles_for_threads = num_threads > 1 && p.batch * m_tiles < 4 * int64_t(num_threads);
     if (a_read_once && !few_tiles_for_threads && kc_limit < p.k)
         kc_limit = std::max(kc_limit, std::min<int64_t>(p.k, (l2 / 2) / (4 * round_up(p.n, nr))));
-    if (fused_candidate) kc_limit = std::min<int64_t>(kc_limit, kMaxFusedPackKBlock);
+    // (A K that fits one block stays whole: a second block's C round trip costs more than the shorter block
+    // gains, 71x630x378 x6 1478 us in blocks of 192, 1263 in one.)
+    if (fused_candidate && p.k > kc_limit) kc_limit = std::min<int64_t>(kc_limit, kMaxFusedPackKBlock);
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(L.k_unroll, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);

@@ -67,6 +67,12 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
                 v.last = ph == K::kSingle || ph == K::kLast || ph == K::kPartFirstTail || ph == K::kPartLast;
                 v.partial = ph >= K::kPartFirst;
                 v.packs_b = rt == K::kPackingRows;
+                // Packing variants only for the full width over whole K blocks: each K loop body more costs JIT
+                // time (70x855x3712: 95 us with all of them, 66 without the last block's, 51 without the column
+                // tail's either) for a few percent at most (83x154x1415 TN 168 -> 173 us); the rest is copied
+                // (run_chunk).
+                // (Nor for K-split parts, whose bodies are their own: the parts copy.)
+                if (v.packs_b && (ct == 1 || v.partial || !(k_blocks == 1 || v.k_len == plan.kc))) continue;
                 variants.push_back(v);
                 slots.push_back((rt * 2 + ct) * K::kPhaseCount + ph);
             }
@@ -205,6 +211,9 @@ int64_t GemmF32Kernel::a_tile_floats() const {
 // spread over its K loop) one run of the next block's source, and the driver packs what the earlier calls
 // brought into L2, so that the next block's reads from memory overlap the FMAs instead of stalling a packing
 // pass between blocks (1024^3: ~5% of the run). Only the chunk's first block is packed up front.
+// With fused packing (plan.pack_b_fused: few rows, a B as stored) there is no copy pass at all: each block's
+// first row tile runs the packing variants, which read B as stored (prefetched into L2 by the block before) and
+// store the panels that the block's other row tiles then read.
 // Packed panels of a transposed A per group of row tiles (a quarter of a 2 MB L2).
 constexpr int64_t kTransposedAGroupBytes = 512 * 1024;
 
@@ -246,15 +255,19 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
     const size_t b_floats = static_cast<size_t>(ceil_div(std::min(plan_.nc, n1 - n0), nr) * nr *
                                                 std::min(plan_.kc, p_.k));
     // Fused packing: each block's first row tile packs the block's panels as it reads B (one buffer: the
-    // block before is done with it), unless that tile is the row tail (no packing variant): then the block
-    // is packed before its calls.
+    // block before is done with it), except a column tail's panel, copied just before its call; a block
+    // whose first tile is the row tail, or that is K's shorter last block, is copied before its calls (the
+    // packing variants cover full tiles over whole K blocks only, compile_gemm_f32).
     const bool fused = plan_.pack_b_fused;
     const bool double_buffer = plan_.pack_b && blocks > 1 && !fused;
     float* b_buffers[2] = {plan_.pack_b ? pack_buffer<1>(b_floats) : nullptr,
                            double_buffer ? pack_buffer<3>(b_floats) : nullptr};
     const int64_t first_step_ir = m0 + shared_a.first_tile % chunk_tiles * mr;
     const bool first_step_packs = fused && first_step_ir + mr <= p_.m;
-    if (plan_.pack_b && !first_step_packs) {
+    auto block_packs_as_it_goes = [&](const Block& blk) {
+        return first_step_packs && !split && (k_blocks_ == 1 || blk.k_len == plan_.kc);
+    };
+    if (plan_.pack_b && !fused) {
         const Block first = block(0);
         pack(first, b_buffers[0], 0, pack_b_units(p_.trans_b, first.k_len, first.n_cur));
     }
@@ -266,7 +279,8 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
             phase = blk.kb == kb0 ? (last_block ? kPartFirstTail : kPartFirst) : (last_block ? kPartLast : kMiddle);
         else phase = k_blocks_ == 1 ? kSingle : blk.kb == 0 ? kFirst : last_block ? kLast : kMiddle;
         const float* b_panels = b_buffers[fused ? 0 : i % 2];
-        if (fused && !first_step_packs && i > 0) pack(blk, b_buffers[0], 0, pack_b_units(false, blk.k_len, blk.n_cur));
+        const bool block_fused = block_packs_as_it_goes(blk);
+        if (fused && !block_fused) pack(blk, b_buffers[0], 0, pack_b_units(false, blk.k_len, blk.n_cur));
 
         // The next block's source as runs ("rows": B rows for NN, stored rows for trans_b), each cut into
         // segments of what one call's K loop prefetches; call s prefetches segment s. A packing unit is
@@ -340,14 +354,18 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
                 next_packed = shared_a.panels->panel(panel_index - ir / mr + next_ir / mr);
             int64_t q = 0;
             // The packing tile reads B as stored and writes the panels the later tiles read.
-            const bool packing = first_step_packs && step == 0;
-            const RowKind row_kind = packing ? kPackingRows : row_tail ? kTailRows : kFullRows;
-            const bool b_as_stored = !plan_.pack_b || packing;
-            const float* b_tile = b_as_stored ? b + blk.k0 * p_.ldb + blk.jc : b_panels;
-            const int64_t b_tile_step = b_as_stored ? nr : blk.k_len * nr;
-            float* b_pack = packing ? b_buffers[0] : nullptr;
-            for (int64_t jr = blk.jc; jr < blk.jc + blk.n_cur;
-                 jr += nr, ++q, b_tile += b_tile_step, b_pack += packing ? blk.k_len * nr : 0) {
+            const bool packing = block_fused && step == 0;
+            for (int64_t jr = blk.jc; jr < blk.jc + blk.n_cur; jr += nr, ++q) {
+                const bool col_tail = jr + nr > p_.n;
+                float* panel = b_buffers[0] + q * blk.k_len * nr;  // (fused packing's one buffer)
+                const bool packs_panel = packing && !col_tail;
+                if (packing && col_tail)  // the tail panel copied, then read packed
+                    pack_b_f32(b, p_.ldb, false, blk.k0, blk.k_len, jr, p_.n - jr, static_cast<int>(nr),
+                               plan_.layout.isa >= hw::X86Isa::avx512, panel, 0, blk.k_len);
+                const RowKind row_kind = packs_panel ? kPackingRows : row_tail ? kTailRows : kFullRows;
+                const float* b_tile = packs_panel      ? b + blk.k0 * p_.ldb + jr
+                                      : plan_.pack_b ? b_panels + q * blk.k_len * nr
+                                                     : b + blk.k0 * p_.ldb + jr;
                 if (seg_floats > 0 && ahead) {
                     const int64_t ready = units_ready();
                     if (ready > packed) {
@@ -355,7 +373,6 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
                         packed = ready;
                     }
                 }
-                const bool col_tail = jr + nr > p_.n;
                 const float* bias_tile = p_.bias == BiasKind::per_column ? bias + jr : row_bias;
                 const float* a_next = q >= next_rows ? a_tile
                                       : next_packed ? next_packed + q * plan_.a_panel_ld
@@ -371,7 +388,7 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
                                                                  : c_tile;
                 // Nothing left to prefetch: the call's own panel (in cache) keeps the prefetches harmless.
                 ukernel(row_kind, col_tail, phase)(a_tile, b_tile, c_tile, bias_tile, a_next, b_next ? b_next : b_tile,
-                                                   c_next, b_pack);
+                                                   c_next, packs_panel ? panel : nullptr);
             }
         }
         if (ahead && packed < units) pack(next, next_panels, packed, units);

@@ -266,9 +266,11 @@ void pack_b_f32(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k
                     copy_floats(b + (k0 + k) * ldb + j0 + p * nr, panels + p * k_len * nr + k * nr, w);
             }
         }
+        // (Plain stores: a memset call per row cost more than the row's copy, a narrow tail panel of fused
+        // packing copied every block: 104x130x3549.)
         if (pad_from < nr)
             for (int64_t k = unit_begin; k < unit_end; ++k)
-                std::memset(last_panel + k * nr + pad_from, 0, static_cast<size_t>(nr - pad_from) * sizeof(float));
+                std::fill(last_panel + k * nr + pad_from, last_panel + (k + 1) * nr, 0.0f);
         return;
     }
     // op(B)[k][j] = B[j][k]: 16 stored rows (contiguous in k) at a time, transposed into panel columns in
