@@ -3670,6 +3670,101 @@ TEST_CASE("x86 lowp f16: dot products over B stored N x K (K tails, A stored K x
     }
 }
 
+TEST_CASE("x86 lowp planner: f16 prefetches C over a short K, takes all of K in one block over few panels, reads "
+          "A in place over one panel and K <= 2",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
+        const jitmm::Problem p = planner_problem(m, n, k, ta, tb, JITMM_DTYPE_F16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    // A K up to 12 over a C past L1 and a vector of columns or more: the C tile prefetched.
+    CHECK(plan(407, 749, 1, false, false, X86Isa::amx).layout.c_prefetch);
+    CHECK(plan(944, 1237, 11, false, true, X86Isa::amx).layout.c_prefetch);
+    CHECK(plan(1059, 40, 3, true, false, X86Isa::avx512).layout.c_prefetch);
+    CHECK(plan(407, 749, 2, false, false, X86Isa::avx2).layout.c_prefetch);
+    CHECK_FALSE(plan(530, 2387, 25, false, false, X86Isa::amx).layout.c_prefetch);  // K past 12
+    CHECK_FALSE(plan(3535, 4, 1, false, false, X86Isa::amx).layout.c_prefetch);     // under a vector of columns
+    CHECK_FALSE(plan(64, 64, 4, false, false, X86Isa::amx).layout.c_prefetch);      // C within L1
+    // Few column panels over an A past L2 (A stored M x K): one K block.
+    const jitmm::plan::X86LowpPlan few = plan(1876, 5, 2867, false, true, X86Isa::amx);
+    CHECK(few.kc >= 2867);
+    CHECK(plan(1876, 5, 2867, false, false, X86Isa::avx512).kc >= 2867);
+    CHECK(plan(2000, 32, 1000, false, false, X86Isa::amx).kc >= 1000);
+    // Not over an A within L2, an A stored K x M, or many panels.
+    CHECK(plan(300, 8, 1200, false, false, X86Isa::amx).kc < 1200);
+    CHECK(plan(1876, 5, 2867, true, false, X86Isa::amx).kc < 2867);
+    CHECK(plan(2000, 200, 1000, false, false, X86Isa::amx).kc < 1000);
+    // One column panel over K <= 2 at the AVX512-FP16 tiers: A (M x K) read in place by vcvtph2psx.
+    jitmm::hw::CpuInfo fp16_cpu = cpu;
+    fp16_cpu.avx512_fp16 = true;
+    const auto plan16 = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
+        const jitmm::Problem p = planner_problem(m, n, k, ta, tb, JITMM_DTYPE_F16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, fp16_cpu, isa, 1);
+    };
+    const jitmm::plan::X86LowpPlan in_place = plan16(3535, 4, 1, false, false, X86Isa::amx);
+    CHECK(in_place.layout.a_f16_in_place);
+    CHECK_FALSE(in_place.pack_a);
+    CHECK(in_place.layout.a_row_bytes == 2);
+    CHECK(plan16(668, 5, 2, false, true, X86Isa::avx512_fp16).layout.a_f16_in_place);
+    CHECK_FALSE(plan16(3535, 4, 3, false, false, X86Isa::amx).layout.a_f16_in_place);   // K past 2
+    CHECK_FALSE(plan16(3535, 4, 1, true, false, X86Isa::amx).layout.a_f16_in_place);    // A stored K x M
+    CHECK_FALSE(plan16(3535, 4, 1, false, false, X86Isa::avx512).layout.a_f16_in_place);  // no AVX512-FP16
+    CHECK_FALSE(plan16(407, 749, 1, false, false, X86Isa::amx).layout.a_f16_in_place);  // many panels
+    CHECK_FALSE(plan(3535, 4, 1, false, false, X86Isa::amx).layout.a_f16_in_place);     // the CPU lacks it
+}
+
+TEST_CASE("x86 lowp f16: the C tile prefetched over a short K, all of K in one block over few panels, A in place "
+          "over K <= 2 (layouts, pads, beta, batches, tiers, threads)",
+          "[x86][lowp]") {
+    std::mt19937 rng(1604);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    // Short K over a wide C (K 1, 2, 7, 11, 12; column tails, A stored K x M, batches); few panels over an A past
+    // L2 (2.2-2.9 MB: one K block of 1,600-2,100, row tails, a column tail of 5, two panels); one column panel over
+    // K 1-2 (A read in place at the AVX512-FP16 tiers, rows lda_pad apart).
+    const Shape shapes[] = {{407, 749, 1, 1, false, false}, {203, 37, 2, 3, false, true},
+                            {79, 143, 7, 2, false, false},  {144, 123, 11, 1, false, true},
+                            {101, 40, 3, 4, true, false},   {33, 100, 12, 1, true, true},
+                            {701, 5, 1601, 1, false, true}, {690, 17, 2100, 1, false, false},
+                            {703, 20, 1600, 2, false, true}, {3535, 4, 1, 1, false, false},
+                            {668, 5, 2, 3, false, true},    {1001, 16, 1, 2, false, false},
+                            {97, 1, 2, 1, false, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                if (threads > 1 && it % 3 != 0) {
+                    ++it;
+                    continue;
+                }
+                Case c;
+                c.a = c.b = JITMM_DTYPE_F16;
+                c.c = it % 3 == 1 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = s.tb;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 ? 5 : 0;
+                c.ldc_pad = it % 4 == 1 ? 7 : 0;  // C rows off whole lines
+                c.beta = it % 4 == 2 ? 1.0f : it % 4 == 3 ? 0.5f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_RELU : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                c.bias_type = JITMM_DTYPE_F32;
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp f16: transposed operands packed by gathers (B stored N x K at any K, A stored K x M)",
           "[x86][lowp]") {
     std::mt19937 rng(1507);

@@ -273,6 +273,12 @@ constexpr int64_t kF16BInPlaceMaxRowTiles = 6;
 // Such a B streamed from memory: K blocks of this many rows, rows prefetched this many k steps ahead (see the
 // planner).
 constexpr int64_t kF16BStreamedKBlock = 32;
+// f16 over at most this many column panels with an A past L2: all of K in one block (see the planner).
+constexpr int64_t kF16WholeKMaxPanels = 2;
+// fma_f32 up to this K prefetches the C tile before the K loop (LowpLayout::c_prefetch), as the f32 family does.
+constexpr int64_t kMaxKForCTilePrefetch = 12;
+// f16 A read in place over one column panel up to this K (see the planner).
+constexpr int64_t kF16AInPlaceMaxK = 2;
 constexpr int kF16BRowPrefetchSteps = 32;
 
 bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
@@ -835,6 +841,21 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         L.k_unroll = 4;
         kc_unit = int64_t(g) * L.k_unroll;
         kc_limit = std::max<int64_t>(kc_unit, l1 / 2 / (int64_t(L.mr) * esz));
+        // f16 A stored M x K over one column panel and a K of at most kF16AInPlaceMaxK, at the AVX512-FP16 tiers:
+        // A read in place (LowpLayout::a_f16_in_place). Packing such rows costs a call, a store and a reload per
+        // row of a value or two; past them vcvtph2psx's broadcast (ports 0 and 5, as the FMAs) costs more than
+        // the packing. 1 thread, median us of 3 alternated runs, packed -> in place: K = 1: 3535x4 3.97 -> 2.69,
+        // 668x5 NT x7 5.52 -> 3.79, 1000x3 x10 11.3 -> 7.6, 240x3 NT x24 7.0 -> 5.0, 2692x16 even; K = 2: 3535x4 4.21
+        // -> 3.55, 668x5 NT x7 5.87 -> 4.76, 2000x9 2.88 -> 2.12; not taken: K = 3 even (3535x4 4.72 -> 4.87), K = 4
+        // 10-18% slower, K = 6 35-44%, 888x10x234 x20 1675 -> 6181.
+        const char* a_in_place_env = std::getenv("JITMM_X86_LOWP_F16_A_IN_PLACE");  // 0/1: measurements
+        const bool a_in_place_forced = a_in_place_env != nullptr && a_in_place_env[0] == '1';
+        if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && !p.trans_a &&
+            isa >= hw::X86Isa::avx512_fp16 && cpu.avx512_fp16 && p.n <= int64_t(L.nr()) &&
+            (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
+            int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31) &&
+            (a_in_place_env == nullptr || a_in_place_env[0] != '0'))
+            L.a_f16_in_place = true;
         if (f16_b_in_place_fits(p, L)) {
             L.b_in_place = true;
             L.b_row_bytes = p.ldb * dtype_size(p.b_type);
@@ -857,6 +878,20 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
             }
             if (const char* f = std::getenv("JITMM_X86_LOWP_B_PREFETCH")) L.b_prefetch_k = std::atoi(f);
         }
+        // Few column panels (one N block) over an A past L2: all of K in one block, as AMX's few_panels. K blocks
+        // read each A row in short pieces, one pass per block over all the rows (strided runs the prefetchers
+        // lose, from memory), where one block reads every row front to back; the packed A tile (at most mr x K
+        // f32) then streams from L2. 1 thread, median us of 3 alternated runs, L1 blocks -> one: 1876x5x2867 NT
+        // 6300 -> 1870 (3900 in a slower phase of the VM), NN 6440 -> 3910, 3965x9x1806 NT x22 135000 -> 115000,
+        // x1 7130 -> 2630, 2000x32x1000 1080 -> 940, 500x16x4000 848 -> 737, 938x5x2867 NT 1180 -> 980; an A
+        // stored K x M measured slower (1876x5x2867 TN 6850 -> 8010: its gathers read whole lines either way).
+        // JITMM_X86_LOWP_F16_WHOLE_K=0 keeps the L1 blocks (measurements).
+        const char* whole_k_env = std::getenv("JITMM_X86_LOWP_F16_WHOLE_K");
+        const double a_bytes_per_batch = double(p.m) * double(p.k) * double(dtype_size(p.a_type));
+        if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && !L.b_in_place && !p.trans_a &&
+            ceil_div(p.n, L.nr()) <= kF16WholeKMaxPanels && a_bytes_per_batch > double(l2) &&
+            int64_t(L.mr) * round_up(p.k, kc_unit) * esz <= l2 / 2 && (whole_k_env == nullptr || whole_k_env[0] != '0'))
+            kc_limit = round_up(p.k, kc_unit);
         // VNNI decode with B stored K x N: B is packed per call, and packing 128-column strips of every row
         // touches a new page per row. 1 KB K blocks of 2048 columns read long runs of each row. Measured 1 thread
         // s8 vs oneDNN capped to VNNI: 1x4096x4096 0.82 -> 1.30x, 16x4096x4096 0.91 -> 1.11x, 16x11008x4096
@@ -894,6 +929,17 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // over the next panel's K steps): bf16 1024^3 2077 -> 1881, 2048^3 16333 -> 15522; s8 1024^3 821 -> 807,
     // 2048^3 7397 -> 7018, 2048x4096x4096 NT 29865 -> 27489 (bf16 even). From 4 MB of C (a 1024^2 f32/s32 C),
     // where the C of one call no longer fits in L2 twice over. JITMM_X86_LOWP_STREAM_C=0/1 forces it off/on.
+    // A short K (fma_f32): the C tile's lines prefetched before the K loop, where C does not stay in L1 from call
+    // to call and a tile row spans a vector or more (the f32 family's rule). 1 thread, median us of 3 alternated
+    // runs, without -> with: f16 407x749x1 31.4 -> 21.3, 2800x463x1 NT x25 15090 -> 8900, 709x47x2 NT x40 219 ->
+    // 182, 79x1423x7 x21 449 -> 384, 944x1237x11 NT 220 -> 192, 1059x40x3 TN x4 32.6 -> 28.6, 14x1938x7 TT 6.0 ->
+    // 4.7; bf16 300x300x5 10.2 -> 7.1, 1024x77x3 TN 11.0 -> 6.3; 64x64x4 and 32x32x8 x16 (C in L1) even.
+    // JITMM_X86_LOWP_CPF=0/1 forces it off/on.
+    if (L.step == LowpStep::fma_f32) {
+        const double c_total = double(p.batch) * double(p.m) * double(p.n) * double(dtype_size(p.c_type));
+        L.c_prefetch = p.k <= kMaxKForCTilePrefetch && p.n >= 16 && c_total > double(l1);
+        if (const char* forced = std::getenv("JITMM_X86_LOWP_CPF")) L.c_prefetch = forced[0] == '1';
+    }
     if (amx && p.beta == 0.0f && !L.swap_ab) {
         const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
         L.amx_c_streamed = c_bytes >= double(kAmxStreamedCBytes);
@@ -963,6 +1009,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
                                          kAmxATileWaysPerSet))
         plan.pack_a = true;
     if (bf16_any_off && amx_rows_any_stride(L.step, false, p.m, p.n) && a_row_bytes % 64 != 0) plan.pack_a = true;
+    if (L.a_f16_in_place) plan.pack_a = false;
     // bf16 with A in place over few panels (amx_rows_any_stride) whose last K block ends inside a step: that step
     // from a copy (LowpLayout::a_last_step_copied). bf16 packed A for any K tail (and for misaligned rows), which
     // was half of such calls: 1 thread, median us of 3 alternated runs, packed -> in place (panels): 92x9x2960 (1)
@@ -1000,14 +1047,19 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
 
 std::string X86LowpPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s threads=%d split=%dx%d",
+    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
-                  layout.dot_nt ? "dotNT" : layout.swap_ab ? "swapAB" : pack_a ? "packA" : "directA",
+                  layout.dot_nt          ? "dotNT"
+                  : layout.swap_ab       ? "swapAB"
+                  : pack_a               ? "packA"
+                  : layout.a_f16_in_place ? "directA16"
+                                          : "directA",
                   layout.b_in_place ? " directB" : "",
                   layout.compensate || layout.dot_row_comp ? " comp" : "",
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
-                  layout.a_last_step_copied ? " copyK" : "", threads, m_chunks, n_chunks);
+                  layout.a_last_step_copied ? " copyK" : "", layout.c_prefetch ? " prefetchC" : "", threads,
+                  m_chunks, n_chunks);
     return buf;
 }
 
@@ -1027,6 +1079,8 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));
     if (L.b_in_place) w.i64('B', L.b_row_bytes).i64('F', L.b_prefetch_k);
+    if (L.c_prefetch) w.i64('P', 1);
+    if (L.a_f16_in_place) w.i64('H', 1);
 }
 
 }  // namespace jitmm::plan

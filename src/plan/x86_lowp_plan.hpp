@@ -152,6 +152,14 @@ struct LowpLayout {
     // store and a reload of 4 bytes for each 2-byte value) costs more than the products.
     bool b_in_place = false;
     int b_prefetch_k = 0;        // b_in_place: B's rows prefetched this many k steps ahead (0: none)
+    // fma_f32 over a short K: each call that runs the epilogue prefetches its C tile's lines before the K loop,
+    // so that the stores (and beta's reads) find them in L1 instead of missing one after the other (as the f32
+    // family's c_prefetch does).
+    bool c_prefetch = false;
+    // fma_f32 over an f16 A stored M x K at the AVX512-FP16 tiers: the kernel reads A where it lies, each value
+    // broadcast and widened by one vcvtph2psx from memory, instead of A being packed into f32 rows. For one column
+    // panel over a K of a value or two, where packing each short row is most of the call.
+    bool a_f16_in_place = false;
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
     int nr() const { return dot_nt ? nv : nv * (step_is_amx(step) ? 16 : vlen()); }

@@ -275,8 +275,9 @@ struct LowpFamily {
     // to whole dwords (plan::amx_k_reads_rows); 13: erf-GELU's erfc to relative accuracy; 14: bf16 swapped calls
     // read a K block's partial last step from LowpCallArgs::a_last_step; 15: and normal-order bf16 calls with A in
     // place (LowpLayout::a_last_step_copied), panel runs included; 16: runs of panels of one row tile and one K
-    // block alternate two sets of C tiles (panel_pairs), the second set configured as the first
-    static constexpr int kVersion = 16;
+    // block alternate two sets of C tiles (panel_pairs), the second set configured as the first; 17: fma_f32
+    // calls prefetch their C tile over a short K (LowpLayout::c_prefetch)
+    static constexpr int kVersion = 17;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

@@ -38,6 +38,7 @@ public:
             return entry;
         }
         begin_variant(v);
+        if (v.last) prefetch_c(v);
         if (v.first) zero_accumulators();
         else strip(/*load=*/true);
         k_loop((v.k_len + plan::step_group(L_.step) - 1) / plan::step_group(L_.step));
@@ -90,6 +91,17 @@ private:
             }
     }
 
+    // The C tile's lines before the K loop (LowpLayout::c_prefetch): a short K leaves the tile's stores nothing
+    // to overlap with, and each store missing L1 would wait for its line in turn.
+    void prefetch_c(const LowpVariant& v) {
+        if (!L_.c_prefetch) return;
+        const int64_t c_size = dtype_size(L_.c_type), row_bytes = L_.ldc * c_size;
+        const int lines = static_cast<int>((v.cols * c_size + 63) / 64);
+        if (int64_t(v.rows - 1) * row_bytes + lines * 64 > INT32_MAX) return;
+        for (int i = 0; i < v.rows; ++i)
+            for (int l = 0; l < lines; ++l) prefetcht0(ptr[rdx + static_cast<int32_t>(i * row_bytes + l * 64)]);
+    }
+
     // ---- main loop: per k group, the B row's vectors times each row's broadcast A dword -------------------
     int64_t b_group_bytes() const { return int64_t(nr_) * 4; }
 
@@ -129,6 +141,11 @@ private:
         else
             for (int j = 0; j < nvec_; ++j) vmovups(bvec(j), ptr[rsi + u * b_group_bytes() + j * vector_bytes()]);
         for (int i = 0; i < rows_; ++i) {
+            if (L_.a_f16_in_place) {
+                vcvtph2psx(bcast(), ptr_b[rdi + i * L_.a_row_bytes + u * 2]);  // one f16 broadcast, widened
+                for (int j = 0; j < nvec_; ++j) multiply(bcast(), i, j);
+                continue;
+            }
             const auto src = ptr[rdi + i * L_.a_row_bytes + u * 4];
             if (L_.step == LowpStep::fma_f32) vbroadcastss(bcast(), src);
             else vpbroadcastd(bcast(), src);
@@ -144,7 +161,7 @@ private:
             mov(r8, iterations);
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
-            add(rdi, unroll * 4);
+            add(rdi, unroll * (L_.a_f16_in_place ? 2 : 4));
             add(rsi, static_cast<uint32_t>(unroll * (L_.b_in_place ? L_.b_row_bytes : b_group_bytes())));
             dec(r8);
             jnz(loop, T_NEAR);
