@@ -374,7 +374,35 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_rows_x2_zmm(const uint16
     }
 }
 
-// The same with one byte permute per 64 output bytes (AVX512-VBMI vpermt2b, one uop on the chips that have
+// vpermt2b index pairs that interleave rows into k groups (lo: columns 0-15 of a 32-column block, hi: 16-31).
+struct InterleaveIndices {
+    __m512i lo, hi;
+};
+
+// Four byte rows (int8, k groups of 4): output byte 4c + e is column c of row e.
+__attribute__((target("avx512f"))) inline InterleaveIndices interleave_rows_x4_indices() {
+    alignas(64) uint8_t lo_idx[64], hi_idx[64];
+    for (int c = 0; c < 16; ++c)
+        for (int e = 0; e < 4; ++e) {
+            lo_idx[4 * c + e] = static_cast<uint8_t>(32 * e + c);
+            hi_idx[4 * c + e] = static_cast<uint8_t>(32 * e + 16 + c);
+        }
+    return {_mm512_load_si512(lo_idx), _mm512_load_si512(hi_idx)};
+}
+
+// Two 16-bit rows (bf16, k groups of 2): output word 2c + e is column c of row e.
+__attribute__((target("avx512f"))) inline InterleaveIndices interleave_rows_x2_indices() {
+    alignas(64) uint8_t lo_idx[64], hi_idx[64];
+    for (int c = 0; c < 16; ++c)
+        for (int e = 0; e < 2; ++e)
+            for (int byte = 0; byte < 2; ++byte) {
+                lo_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * c + byte);
+                hi_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * (16 + c) + byte);
+            }
+    return {_mm512_load_si512(lo_idx), _mm512_load_si512(hi_idx)};
+}
+
+// pack_b_rows_x4 with one byte permute per 64 output bytes (AVX512-VBMI vpermt2b, one uop on the chips that have
 // it): 4 rows of 32 columns are the 128-byte table of two zmm (rows 0|1 and 2|3), and each 64-byte half of
 // the output picks its column quads from it. About half the instructions of the AVX2 unpacks (B packing was
 // 16-18% of a 256^3 AMX int8 call).
@@ -388,13 +416,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 4));
     if (groups > live) std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
     // Output byte 4c + e (c < 16 in the low half, 16 + c in the high half) is column c of row e.
-    alignas(64) uint8_t lo_idx[64], hi_idx[64];
-    for (int c = 0; c < 16; ++c)
-        for (int e = 0; e < 4; ++e) {
-            lo_idx[4 * c + e] = static_cast<uint8_t>(32 * e + c);
-            hi_idx[4 * c + e] = static_cast<uint8_t>(32 * e + 16 + c);
-        }
-    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    const InterleaveIndices idx = interleave_rows_x4_indices();
+    const __m512i lo = idx.lo, hi = idx.hi;
     const __m512i ones8 = _mm512_set1_epi8(1), ones16 = _mm512_set1_epi16(1);
     for (int c0 = 0; c0 < nr; c0 += 32) {
         const int width = std::max(0, std::min(32, cols - c0));
@@ -439,14 +462,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void pack_b_rows_x2_vbmi(
                                                                              bool prefetch) {
     const int64_t live = std::min(groups, ceil_div(std::max<int64_t>(k_len, 0), 2));
     if (groups > live) std::memset(panel + live * nr * 2, 0, static_cast<size_t>((groups - live) * nr * 4));
-    alignas(64) uint8_t lo_idx[64], hi_idx[64];
-    for (int c = 0; c < 16; ++c)
-        for (int e = 0; e < 2; ++e)
-            for (int byte = 0; byte < 2; ++byte) {
-                lo_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * c + byte);
-                hi_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * (16 + c) + byte);
-            }
-    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    const InterleaveIndices idx = interleave_rows_x2_indices();
+    const __m512i lo = idx.lo, hi = idx.hi;
     for (int c0 = 0; c0 < nr; c0 += 32) {
         const int width = std::max(0, std::min(32, cols - c0));
         const __mmask32 mask = static_cast<__mmask32>((uint64_t(1) << width) - 1);
@@ -496,13 +513,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_shor
     const uint8_t* b, int64_t ldb, int64_t k_len, int64_t width, int64_t groups, uint8_t* out, int32_t* colsum,
     bool b_signed) {
     constexpr int nr = 32;
-    alignas(64) uint8_t lo_idx[64], hi_idx[64];
-    for (int c = 0; c < 16; ++c)
-        for (int e = 0; e < 4; ++e) {
-            lo_idx[4 * c + e] = static_cast<uint8_t>(32 * e + c);
-            hi_idx[4 * c + e] = static_cast<uint8_t>(32 * e + 16 + c);
-        }
-    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    const InterleaveIndices idx = interleave_rows_x4_indices();
+    const __m512i lo = idx.lo, hi = idx.hi;
     const int64_t full = k_len / 4, live = ceil_div(k_len, 4), rest = k_len - 4 * full;
     const int64_t panel_bytes = groups * nr * 4;
     for (int64_t j = 0; j < width; j += nr) {
@@ -535,14 +547,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_shor
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void pack_b_short_rows_x2_vbmi(
     const uint16_t* b, int64_t ldb, int64_t k_len, int64_t width, int64_t groups, uint16_t* out) {
     constexpr int nr = 32;
-    alignas(64) uint8_t lo_idx[64], hi_idx[64];
-    for (int c = 0; c < 16; ++c)
-        for (int e = 0; e < 2; ++e)
-            for (int byte = 0; byte < 2; ++byte) {
-                lo_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * c + byte);
-                hi_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * (16 + c) + byte);
-            }
-    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    const InterleaveIndices idx = interleave_rows_x2_indices();
+    const __m512i lo = idx.lo, hi = idx.hi;
     const int64_t full = k_len / 2, live = ceil_div(k_len, 2);
     const int64_t panel_halves = groups * nr * 2;
     for (int64_t j = 0; j < width; j += nr) {
