@@ -1308,6 +1308,114 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
     }
 }
 
+// Many rows over few columns of a B stored K x N (NN): the dot family reads A's rows whole after copying B^T into
+// rows (plan.b_transposed). Which shapes the rule takes, then against the float64 reference: row and column tails,
+// every epilogue and bias layout, alpha/beta edge values, ld > width on A, B and C, batches with their own, a
+// shared A or a shared B, 1 and 3 threads, each tier; and an A past L2 streamed with the far L2 prefetch.
+TEST_CASE("x86 f32: many rows over few columns of a B stored K x N on the dot family", "[x86][matmul]") {
+    {
+        const auto avx512 = jitmm::hw::X86Isa::avx512, avx2 = jitmm::hw::X86Isa::avx2;
+        auto nn = [](int64_t m, int64_t n, int64_t k) { return dot_problem(Case{m, n, k, 1, false, false}); };
+        CHECK(jitmm::plan::dot_family_serves(nn(3050, 2, 30), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nn(2939, 7, 230), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 2, 16), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 2, 12), avx512));   // K under 4 (N + 2)
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(2477, 3, 12), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 7, 32), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 8, 40), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 12, 128), avx512));  // over half a vector: from K = 512
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 15, 512), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 16, 512), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(16, 4, 512), avx512));    // few rows: other rules
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 1, 512), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 4, 64), avx2));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 4, 32), avx2));     // AVX2: from a K of 16 N
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 5, 512), avx2));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 7, 512), avx2));
+        jitmm::Problem tn = nn(300, 4, 64);
+        tn.trans_a = true;
+        tn.lda = 300;
+        CHECK_FALSE(jitmm::plan::dot_family_serves(tn, avx512));
+        // The copies of B^T stay small: 64 batches of 8 x 1024 with their own B (2 MB) keep the broadcast tiles.
+        jitmm::Problem batched = nn(300, 8, 1024);
+        batched.batch = 64;
+        batched.stride_b = 8 * 1024;
+        CHECK_FALSE(jitmm::plan::dot_family_serves(batched, avx512));
+        batched.stride_b = 0;
+        CHECK(jitmm::plan::dot_family_serves(batched, avx512));
+        // B^T rows of whole lines; an A past L2 read once (one column tile) is prefetched far ahead into L2, one
+        // read by two column tiles near into L1.
+        jitmm::hw::CpuInfo cpu;
+        cpu.l1d_bytes = 48 * 1024;
+        cpu.l2_bytes = 2048 * 1024;
+        const auto once = jitmm::plan::plan_x86_gemm_f32_dot(nn(2939, 7, 230), cpu, avx512, 1);
+        CHECK(once.b_transposed);
+        CHECK(once.layout.ldb == 240);
+        CHECK(once.rows_outer);
+        CHECK(once.layout.a_prefetch_to_l2);
+        CHECK(once.layout.a_prefetch_bytes == 32 * 1024);
+        const auto twice = jitmm::plan::plan_x86_gemm_f32_dot(nn(2939, 15, 600), cpu, avx512, 1);
+        CHECK(twice.rows_outer);
+        CHECK_FALSE(twice.layout.a_prefetch_to_l2);
+        CHECK(twice.layout.a_prefetch_bytes == 1024);
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32_dot(nn(300, 7, 230), cpu, avx512, 1).rows_outer);
+    }
+    std::mt19937 rng(3050);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {17, 33, 127}) {
+                for (int64_t n : {2, 3, 5, 7, 15}) {
+                    for (int64_t k : {17, 33, 65, 230, 513}) {
+                        Case c;
+                        c.m = m; c.n = n; c.k = k;
+                        c.lda_pad = it % 3 == 1 ? 5 : 0;
+                        c.ldb_pad = it % 4 == 1 ? 16 : it % 4 == 2 ? 3 : 0;
+                        c.ldc_pad = it % 5 == 2 ? 3 : 0;
+                        c.alpha = alphas[it % 4];
+                        c.beta = betas[it % 3];
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = (it / 2) % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.batch = it % 4 == 3 ? 3 : 1;
+                        c.share_b = c.batch > 1 && it % 8 == 3;
+                        c.share_a = c.batch > 1 && it % 8 == 7;
+                        if (jitmm::plan::dot_family_serves(dot_problem(c), tier.isa))
+                            CHECK(generator_name(e, c).find("_dot_") != std::string::npos);
+                        check_case(e, c, rng);
+                        ++it;
+                    }
+                }
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+    if (jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512) {
+        jitmm_engine* e = make_engine("avx512", 1);
+        for (const Case& c : {Case{3050, 2, 30}, Case{2939, 7, 230}, Case{500, 8, 512}})
+            CHECK(generator_name(e, c) == "x86_f32_dot_avx512");
+        // A past L2 (2.7 MB, 4.5 MB over two batches): rows outer, the far prefetch; beta, a bias per column.
+        std::mt19937 rng2(2939);
+        Case far{2939, 7, 230, 2, false, false, 0, 2, 1, 0.5f, 1.0f, JITMM_EPILOGUE_BIAS_GELU_TANH};
+        check_case(e, far, rng2);
+        jitmm_engine_destroy(e);
+        // One column tile over a long K on 3 threads: K parts, each reading the copied B^T rows.
+        const Case long_k{100, 4, 4096, 1, false, false, 3, 1, 0, -1.0f, 0.5f, JITMM_EPILOGUE_BIAS_SILU};
+        CHECK(jitmm::plan::plan_x86_gemm_f32_dot(dot_problem(long_k), jitmm::hw::cpu_info(),
+                                                 jitmm::hw::X86Isa::avx512, 3).k_splits > 1);
+        jitmm_engine* e3 = make_engine("avx512", 3);
+        CHECK(generator_name(e3, long_k) == "x86_f32_dot_avx512");
+        check_case(e3, long_k, rng2);
+        jitmm_engine_destroy(e3);
+    } else {
+        WARN("SKIPPED the dot-family generator check: no AVX-512 on this CPU (results above checked at every tier)");
+    }
+}
+
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles
 // (fewer B lines per FMA) win with long K blocks; with few rows and B from memory the 3-vector tile stays.
 // The correctness sweeps above run the in-place A of small shapes with several row tiles and panels.

@@ -19,8 +19,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t kDotPrefetchAlongRowBytes = 2048;
 // Threads up to which the dot kernels prefetch streaming Bt rows at all (measured better at 1 and 2, worse at 16).
 constexpr int kDotPrefetchMaxThreads = 4;
-// How far along its own row each A row streaming from memory is prefetched (many rows over few columns).
+// How far along its own row each A row streaming from memory is prefetched (many rows over few columns), and how
+// far into L2 where A streams once (see the plan's rows_outer).
 constexpr int64_t kDotPrefetchAlongABytes = 1024;
+constexpr int64_t kDotPrefetchStreamABytes = 32 * 1024;
 
 struct DotTile {
     int mr, nj;
@@ -81,8 +83,37 @@ bool few_columns_long_k(const Problem& p, hw::X86Isa isa) {
            a_bytes <= kDotFewColumnsMaxABytes && (long_k || a_all_bytes <= kDotFewColumnsMaxABytes);
 }
 
+// B stored K x N (NN) over few columns and many rows: the broadcast family's vectors run along N, one FMA per A
+// value for a handful of useful lanes, where the dot kernel reads A's rows whole with its vectors along K after a
+// copy of B^T (N x K, small: b_rows in the kernel). Its horizontal sums cost a few instructions per output, which
+// a K of 4 (N + 2) repays from 2 columns to half a vector; up to a vector less one from a K of 512 (the tiles then
+// cover N in two column tiles). 1 thread, median GFLOP/s, broadcast -> dot, M = 300 / 3000: 2x16 20.4 -> 24.0 /
+// 18.1 -> 26.3, 2x12 20.1 -> 14.9 (not kept), 3x24 32.3 -> 29.8 / 30.2 -> 31.6, 3x32 31.6 -> 41.9, 4x24 43.9 ->
+// 44.8 / 41.0 -> 46.8, 5x24 54.3 -> 43.2 (not kept), 5x32 52.5 -> 60.8 / 49.4 -> 66.0, 6x32 63.0 -> 69.4, 7x32
+// 73.0 -> 71.5 / 69.1 -> 75.6 (not kept), 7x48 73.7 -> 88.3, 8x48 85.5 -> 97.3, 8x512 87.7 -> 173.6 / 30.8 ->
+// 45.2, 10x64 even, 12x128 131.8 -> 144.8, 15x512 138.5 -> 187.7 / 54.3 -> 81.9; 3050x2x30 17.3 -> 9.8 us,
+// 1000x7x230 37 -> 22.9 us. AVX2 (8-float vectors, whose broadcast tiles waste fewer lanes): from a K of 16 N
+// up to half a vector (4x24 49.1-51.8 -> 36.8-37.2, 4x32 even, 4x64 49-55 -> 55-60, 3x24 32.4 -> 44.6 / 38.5 ->
+// 39.8, 2x16 19.1 -> 29.9), and up to 5 columns from a K of 512 (5x512 67.2 -> 93.2 / 25.0 -> 32.4; 7x512 96.9
+// -> 82.8 / 32.7 -> 34.3 not kept). The copies of B^T (one per batch that has its own B) at most
+// kDotMaxBCopyBytes.
+constexpr int64_t kDotBAsStoredLongK = 512;
+constexpr int64_t kDotBAsStoredLongKMaxColumnsAvx2 = 5;
+constexpr double kDotMaxBCopyBytes = 1024.0 * 1024;
+
+bool few_columns_b_as_stored(const Problem& p, hw::X86Isa isa) {
+    const bool avx512 = isa >= hw::X86Isa::avx512;
+    const int64_t vlen = x86::vector_length(avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2);
+    const double copy_bytes = 4.0 * double(p.n) * double(p.k) * (p.stride_b != 0 ? double(p.batch) : 1.0);
+    const bool short_k_pays = p.n <= vlen / 2 && p.k >= (avx512 ? 4 * (p.n + 2) : 16 * p.n);
+    const bool long_k_pays =
+        p.n < (avx512 ? vlen : kDotBAsStoredLongKMaxColumnsAvx2 + 1) && p.k >= kDotBAsStoredLongK;
+    return !p.trans_b && !p.trans_a && p.m > 16 && p.n >= 2 && (short_k_pays || long_k_pays) &&
+           copy_bytes <= kDotMaxBCopyBytes;
+}
+
 bool dot_family_fits(const Problem& p, hw::X86Isa isa) {
-    return p.trans_b && (p.m <= 16 || few_columns_long_k(p, isa));
+    return (p.trans_b && (p.m <= 16 || few_columns_long_k(p, isa))) || few_columns_b_as_stored(p, isa);
 }
 
 // A K of a few vectors leaves each dot product mostly its lane reduction: from 6 rows the GEMM family's packed
@@ -143,7 +174,7 @@ bool dot_family_serves(const Problem& p, hw::X86Isa isa) {
     const char* env = std::getenv("JITMM_X86_DOT");  // 0: the GEMM family instead, 1: the dot family (measurements)
     if (env != nullptr && env[0] == '0') return false;
     if (env != nullptr && env[0] == '1') return true;
-    if (few_columns_long_k(p, isa)) return true;
+    if (few_columns_long_k(p, isa) || few_columns_b_as_stored(p, isa)) return true;
     if (few_columns_few_rows(p, isa)) return true;
     const double b_bytes = 4.0 * double(p.n) * double(p.k);
     const bool reductions_dominate =
@@ -158,7 +189,9 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     X86DotPlan plan;
     auto& L = plan.layout;
     plan.a_transposed = p.trans_a;
+    plan.b_transposed = !p.trans_b;
     const int64_t a_row_stride = p.trans_a ? x86::transposed_a_row_stride(p.k) : p.lda;
+    const int64_t b_row_stride = p.trans_b ? p.ldb : x86::transposed_a_row_stride(p.k);
     const bool avx512 = isa >= hw::X86Isa::avx512;
     L.isa = avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2;
     // One tile as tall as M where one fits, the shortest; else the least waste as weighed below, ties to the
@@ -169,7 +202,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     for (DotTile t : avx512 ? std::vector<DotTile>(std::begin(kAvx512DotTiles), std::end(kAvx512DotTiles))
                             : std::vector<DotTile>(std::begin(kAvx2DotTiles), std::end(kAvx2DotTiles))) {
         if (!x86::dot_tile_fits(L.isa, t.mr, t.nj)) continue;
-        if (int64_t(t.nj) * p.ldb * 4 >= (int64_t(1) << 31) || int64_t(t.mr) * a_row_stride * 4 >= (int64_t(1) << 31))
+        if (int64_t(t.nj) * b_row_stride * 4 >= (int64_t(1) << 31) || int64_t(t.mr) * a_row_stride * 4 >= (int64_t(1) << 31))
             continue;
         const bool covers = t.mr >= p.m;
         if (t.covering_only && !covers) continue;
@@ -211,7 +244,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     L.nj = best.nj;
     L.k = p.k;
     L.lda = a_row_stride;
-    L.ldb = p.ldb;
+    L.ldb = b_row_stride;
     L.ldc = p.ldc;
     L.alpha = p.alpha;
     L.beta = p.beta;
@@ -229,7 +262,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     // A next tile past a quarter of L2 is too far ahead (its lines are evicted before they are read: 1x4096x14336,
     // 1.4 MB ahead, 0.98 -> 0.66): long rows take a fixed distance along the row instead.
     const double bt_bytes = 4.0 * double(p.n) * double(p.k);
-    const int64_t next_tile_bytes = int64_t(L.nj) * p.ldb * 4;
+    const int64_t next_tile_bytes = int64_t(L.nj) * b_row_stride * 4;
     const int64_t distance = next_tile_bytes <= l2_bytes / 4 ? next_tile_bytes : kDotPrefetchAlongRowBytes;
     // Few threads only: many cores together stream Bt at the memory's rate, where the prefetches only take load
     // slots and fill buffers (16 threads on the GPU machine's host, median us of 6 alternated rounds, next tile /
@@ -238,7 +271,7 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
         bt_bytes > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads ? distance : 0;
     if (const char* v = std::getenv("JITMM_X86_DOT_PF")) L.b_prefetch_bytes = std::max<int64_t>(0, std::atoll(v));
     // The prefetch addresses are 32-bit displacements from the tile's first Bt row.
-    if (int64_t(L.nj) * p.ldb * 4 + L.b_prefetch_bytes + p.k * 4 >= (int64_t(1) << 31)) L.b_prefetch_bytes = 0;
+    if (int64_t(L.nj) * b_row_stride * 4 + L.b_prefetch_bytes + p.k * 4 >= (int64_t(1) << 31)) L.b_prefetch_bytes = 0;
 
     // Threads split N (each streams its own rows of B); about 1 MFLOP or 256 KiB of B per thread at least
     // (`threads`, above).
@@ -258,8 +291,17 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     plan.rows_outer = p.m > p.n && a_all_bytes > double(l2_bytes);
     // Its rows' lines are then prefetched 1 KiB ahead along the row (3 rows of 5 KB per tile: 827 -> 765 us; 2
     // KiB ahead and the next row tile's rows gained less). The displacements are 32-bit.
-    if (plan.rows_outer && int64_t(L.mr) * L.lda * 4 + kDotPrefetchAlongABytes + p.k * 4 < (int64_t(1) << 31))
-        L.a_prefetch_bytes = kDotPrefetchAlongABytes;
+    // Where one column tile covers N, every A value is read once, in order: A is a plain stream from memory, which
+    // runs at speed only with many lines in flight, prefetched into L2 kDotPrefetchStreamABytes ahead (1 thread,
+    // 2939x7x230 NN: 1 KiB into L1 335 us, 8 KiB 243, 32 KiB into L2 224-232; 1 and 4 KiB, and 16 to 64 KiB into
+    // L1, slower). Two column tiles read each row tile twice, the second time from cache: there the near prefetch
+    // measured better (140x13x1315 NT x10: 777-782 us at 1 KiB into L1, 800-830 at 32 KiB into L2).
+    const bool a_streams_once = p.n <= L.nj;
+    const int64_t a_distance = a_streams_once ? kDotPrefetchStreamABytes : kDotPrefetchAlongABytes;
+    if (plan.rows_outer && int64_t(L.mr) * L.lda * 4 + a_distance + p.k * 4 < (int64_t(1) << 31)) {
+        L.a_prefetch_bytes = a_distance;
+        L.a_prefetch_to_l2 = a_streams_once;
+    }
     // Few column tiles and a long K: K parts of whole iterations, at least 512 long (see x86_gemm_plan).
     const int64_t units = p.batch * n_tiles;
     const int64_t iterations = p.k / (int64_t(L.k_unroll) * x86::vector_length(L.isa));
@@ -274,10 +316,11 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
 
 std::string X86DotPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d%s%s%s threads=%d split=%dx%dx%d",
+    std::snprintf(buf, sizeof buf, "%s dot tile %dx%d k_unroll=%d%s%s%s%s threads=%d split=%dx%dx%d",
                   hw::isa_name(layout.isa), layout.mr, layout.nj, layout.k_unroll,
                   a_transposed ? (" A^T copied to rows of " + std::to_string(layout.lda)).c_str() : "",
-                  k_split_ready ? " ksplit-ready" : "", rows_outer ? " rows-outer prefetchA" : "", threads,
+                  b_transposed ? (" B^T copied to rows of " + std::to_string(layout.ldb)).c_str() : "",
+                  k_split_ready ? " ksplit-ready" : "", rows_outer ? (layout.a_prefetch_to_l2 ? " rows-outer prefetchA(L2)" : " rows-outer prefetchA") : "", threads,
                   m_chunks, n_chunks, k_splits);
     return buf;
 }
@@ -287,9 +330,11 @@ void X86DotPlan::append_key(KeyWriter& w) const {
     w.i64('u', layout.k_unroll);  // threads, the N split and k_splits change only the driver: not in the key
     w.i64('s', k_split_ready ? 1 : 0).i64('f', layout.b_prefetch_bytes);
     if (layout.a_prefetch_bytes > 0) w.i64('p', layout.a_prefetch_bytes);  // (absent: the older keys stay valid)
+    if (layout.a_prefetch_to_l2) w.i64('q', 1);
     // The copied rows' stride is baked into the code in place of the problem's lda (only then: the keys of an A
     // read in place stay as they were).
     if (a_transposed) w.i64('T', 1).i64('a', layout.lda);
+    if (b_transposed) w.i64('B', 1).i64('b', layout.ldb);
 }
 
 }  // namespace jitmm::plan

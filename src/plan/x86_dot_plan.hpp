@@ -24,6 +24,9 @@ struct X86DotPlan {
     int k_splits = 1;            // > 1: K cut into this many parts of whole iterations (driver only)
     // A stored K x M (trans_a): each call first copies op(A) into rows of layout.lda (key), which the kernels read.
     bool a_transposed = false;
+    // B stored K x N (few columns, many rows): each call first copies B^T into rows of layout.ldb (key), which
+    // the kernels read as the Bt of an NT problem.
+    bool b_transposed = false;
 
     std::string describe() const;
     void append_key(KeyWriter& w) const;
@@ -32,7 +35,8 @@ struct X86DotPlan {
 // The dot family serves B^T (stored N x K) with few rows of A: each B row is then read once, contiguously,
 // instead of being transposed into panels. An A stored K x M is copied into rows first (a_transposed). Also
 // fewer columns than a vector over a long K with an A in cache (the broadcast family's vectors would be
-// mostly padding).
+// mostly padding), and many rows over few columns of a B stored K x N (NN), whose B^T is copied into rows first
+// (b_transposed).
 bool dot_family_fits(const Problem& p, hw::X86Isa isa);
 
 // Whether the dot family serves p rather than the broadcast family: it fits, and p is not a K of at most 64

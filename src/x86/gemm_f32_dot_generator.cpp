@@ -112,12 +112,16 @@ private:
                 prefetcht0(ptr[rsi + j * L_.ldb * 4 + L_.b_prefetch_bytes + off]);
     }
 
-    // The lines `a_prefetch_bytes` along each A row past the ones this iteration reads (A streaming from memory).
+    // The lines `a_prefetch_bytes` along each A row past the ones this iteration reads (A streaming from memory),
+    // into L1, or into L2 for a distance that L1 would not hold (a_prefetch_to_l2).
     void prefetch_a_rows(int64_t step_bytes) {
         if (L_.a_prefetch_bytes <= 0) return;
         for (int i = 0; i < rows_; ++i)
-            for (int64_t off = 0; off < step_bytes; off += 64)
-                prefetcht0(ptr[rdi + i * L_.lda * 4 + L_.a_prefetch_bytes + off]);
+            for (int64_t off = 0; off < step_bytes; off += 64) {
+                const Xbyak::Address line = ptr[rdi + i * L_.lda * 4 + L_.a_prefetch_bytes + off];
+                if (L_.a_prefetch_to_l2) prefetcht1(line);
+                else prefetcht0(line);
+            }
     }
 
     // Whole K, or (partial) r8 iterations given by the caller, then (rest) what K has past them.

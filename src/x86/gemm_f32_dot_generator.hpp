@@ -29,6 +29,7 @@ struct GemmF32DotLayout {
     int k_unroll = 2;                     // vectors of K per loop iteration
     int64_t b_prefetch_bytes = 0;         // > 0: each iteration prefetches every Bt row's lines this far ahead
     int64_t a_prefetch_bytes = 0;         // > 0: each iteration prefetches every A row's lines this far ahead
+    bool a_prefetch_to_l2 = false;        // those prefetches into L2 (prefetcht1), not L1
 };
 
 // A K-split part (partial) takes a fifth argument, the count of k_unroll-vector iterations it runs from

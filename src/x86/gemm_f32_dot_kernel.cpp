@@ -24,16 +24,18 @@ float* split_scratch(size_t floats) {
     return buffer.data();
 }
 
-// Per-thread rows of a transposed A (owned by the thread that copies into them: the calling thread for a whole
-// run, whose tasks on other threads only read them, or the thread running a task). 64-byte aligned: the row
-// stride is whole lines, so every row starts on a line.
-float* transposed_a_scratch(size_t floats) {
+// Per-thread rows of a transposed operand (owned by the thread that copies into them: the calling thread for a
+// whole run, whose tasks on other threads only read them, or the thread running a task): one buffer for A's rows
+// (kARows) and one for B's (kBRows). 64-byte aligned: the row stride is whole lines, so every row starts on a line.
+enum ScratchUse { kARows = 0, kBRows = 1 };
+float* transposed_rows_scratch(ScratchUse use, size_t floats) {
     struct Aligned {
         std::vector<float> storage;
         float* data = nullptr;
         size_t size = 0;
     };
-    thread_local Aligned buffer;
+    thread_local Aligned buffers[2];
+    Aligned& buffer = buffers[use];
     if (buffer.size < floats) {
         buffer.storage.assign(floats + 16, 0.0f);
         const auto address = reinterpret_cast<uintptr_t>(buffer.storage.data());
@@ -112,18 +114,31 @@ GemmF32DotKernel::ARows GemmF32DotKernel::a_rows(const float* a) const {
     if (!plan_.a_transposed || copies_a_per_task()) return ARows{a, p_.stride_a};
     const int64_t ld = plan_.layout.lda;
     const int64_t copies = p_.stride_a == 0 ? 1 : p_.batch;
-    float* rows = transposed_a_scratch(static_cast<size_t>(copies * p_.m * ld));
+    float* rows = transposed_rows_scratch(kARows, static_cast<size_t>(copies * p_.m * ld));
     for (int64_t b = 0; b < copies; ++b)
         transpose_a_to_rows(a + b * p_.stride_a, p_.lda, p_.m, p_.k, rows + b * p_.m * ld, ld, avx512());
     return ARows{rows, copies == 1 ? 0 : p_.m * ld};
 }
 
+// A B stored K x N (few columns) is copied into its N rows of K once per call, before any task runs (every
+// row tile reads all of them; a shared B, stride 0, once).
+GemmF32DotKernel::BRows GemmF32DotKernel::b_rows(const float* b) const {
+    if (!plan_.b_transposed) return BRows{b, p_.stride_b};
+    const int64_t ld = plan_.layout.ldb;
+    const int64_t copies = p_.stride_b == 0 ? 1 : p_.batch;
+    float* rows = transposed_rows_scratch(kBRows, static_cast<size_t>(copies * p_.n * ld));
+    for (int64_t batch = 0; batch < copies; ++batch)
+        transpose_a_to_rows(b + batch * p_.stride_b, p_.ldb, p_.n, p_.k, rows + batch * p_.n * ld, ld, avx512());
+    return BRows{rows, copies == 1 ? 0 : p_.n * ld};
+}
+
 void GemmF32DotKernel::run(const RunArgs& args) const {
-    const auto* bt = static_cast<const float*>(args.b);
+    const BRows b = b_rows(static_cast<const float*>(args.b));
+    const float* bt = b.b;
     auto* c = static_cast<float*>(args.c);
     const auto* bias = static_cast<const float*>(args.bias);
     if (plan_.k_splits > 1) {
-        run_split(a_rows(static_cast<const float*>(args.a)), bt, c, bias);
+        run_split(a_rows(static_cast<const float*>(args.a)), b, c, bias);
         return;
     }
     const ARows a = a_rows(static_cast<const float*>(args.a));
@@ -141,11 +156,11 @@ void GemmF32DotKernel::run(const RunArgs& args) const {
         if (n0 >= n1 || m0 >= m1) return;
         const float* a_batch = a.a + batch * a.stride;
         if (copies_a_per_task()) {
-            float* rows = transposed_a_scratch(static_cast<size_t>(p_.m * plan_.layout.lda));
+            float* rows = transposed_rows_scratch(kARows, static_cast<size_t>(p_.m * plan_.layout.lda));
             transpose_a_to_rows(a_batch, p_.lda, p_.m, p_.k, rows, plan_.layout.lda, avx512());
             a_batch = rows;
         }
-        run_chunk(a_batch, bt + batch * p_.stride_b, c + batch * p_.stride_c, bias, m0, m1, n0, n1);
+        run_chunk(a_batch, bt + batch * b.stride, c + batch * p_.stride_c, bias, m0, m1, n0, n1);
     };
     if (plan_.threads <= 1) {
         for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -161,7 +176,7 @@ void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, cons
     auto tile = [&](int64_t i, int64_t j) {
         const float* bias_tile =
             p_.bias == BiasKind::per_column ? bias + j : p_.bias == BiasKind::per_row ? bias + i : nullptr;
-        fns_[i + mr > p_.m][j + nj > p_.n](a + i * plan_.layout.lda, bt + j * p_.ldb, c + i * p_.ldc + j, bias_tile);
+        fns_[i + mr > p_.m][j + nj > p_.n](a + i * plan_.layout.lda, bt + j * plan_.layout.ldb, c + i * p_.ldc + j, bias_tile);
     };
     if (plan_.rows_outer) {
         for (int64_t i = m0; i < m1; i += mr)
@@ -176,7 +191,7 @@ void GemmF32DotKernel::run_chunk(const float* a, const float* bt, float* c, cons
 // C-shaped scratch slab per part (A's part read once per task, each B row's part once); run_k_split adds
 // the parts in part order and applies beta * C, bias and activation. Part boundaries fall on whole
 // iterations; the last part also runs the rest of K.
-void GemmF32DotKernel::run_split(const ARows& a, const float* bt, float* c, const float* bias) const {
+void GemmF32DotKernel::run_split(const ARows& a, const BRows& b, float* c, const float* bias) const {
     const int parts = plan_.k_splits;
     const int64_t mr = plan_.layout.mr, nj = plan_.layout.nj;
     const int64_t step = int64_t(plan_.layout.k_unroll) * vector_length(plan_.layout.isa);
@@ -199,7 +214,7 @@ void GemmF32DotKernel::run_split(const ARows& a, const float* bt, float* c, cons
         const int last = part + 1 == parts ? 1 : 0;
         const float* ab = a.a + batch * a.stride + it0 * step;
         for (int64_t j = 0; j < p_.n; j += nj) {
-            const float* bb = bt + batch * p_.stride_b + j * p_.ldb + it0 * step;
+            const float* bb = b.b + batch * b.stride + j * plan_.layout.ldb + it0 * step;
             const bool col_tail = j + nj > p_.n;
             for (int64_t i = 0; i < p_.m; i += mr)
                 parts_[i + mr > p_.m][col_tail][last](ab + i * plan_.layout.lda, bb, slab + i * p_.ldc + j, nullptr, it1 - it0);

@@ -32,12 +32,18 @@ private:
         const float* a;
         int64_t stride;  // between batches
     };
+    // B's rows (Bt) as the kernels read them: b as given (stored N x K), or copied from a B stored K x N.
+    struct BRows {
+        const float* b;
+        int64_t stride;  // between batches
+    };
     bool copies_a_per_task() const;  // else once per call, in a_rows
     bool avx512() const { return plan_.layout.isa >= hw::X86Isa::avx512; }
     ARows a_rows(const float* a) const;
+    BRows b_rows(const float* b) const;
     void run_chunk(const float* a, const float* bt, float* c, const float* bias, int64_t m0, int64_t m1, int64_t n0,
                    int64_t n1) const;
-    void run_split(const ARows& a, const float* bt, float* c, const float* bias) const;
+    void run_split(const ARows& a, const BRows& b, float* c, const float* bias) const;
 
     Problem p_;
     plan::X86DotPlan plan_;
