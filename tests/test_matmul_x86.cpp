@@ -5,6 +5,8 @@
 #include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_partition.hpp"
 #include "plan/x86_gemm_plan.hpp"
+#include "plan/x86_kgroup_plan.hpp"
+#include "x86/gemm_f32_kgroup_kernel.hpp"
 #include "x86/gemm_f32_split_finish.hpp"
 #include "x86/pack.hpp"
 #include "x86/transpose_a_rows.hpp"
@@ -1384,7 +1386,9 @@ TEST_CASE("x86 f32: many rows over few columns of a B stored K x N on the dot fa
                         c.batch = it % 4 == 3 ? 3 : 1;
                         c.share_b = c.batch > 1 && it % 8 == 3;
                         c.share_a = c.batch > 1 && it % 8 == 7;
-                        if (jitmm::plan::dot_family_serves(dot_problem(c), tier.isa))
+                        // (The k-group kernel takes the shortest K first.)
+                        if (jitmm::plan::dot_family_serves(dot_problem(c), tier.isa) &&
+                            !jitmm::plan::kgroup_serves(dot_problem(c), tier.isa))
                             CHECK(generator_name(e, c).find("_dot_") != std::string::npos);
                         check_case(e, c, rng);
                         ++it;
@@ -1396,7 +1400,7 @@ TEST_CASE("x86 f32: many rows over few columns of a B stored K x N on the dot fa
     }
     if (jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512) {
         jitmm_engine* e = make_engine("avx512", 1);
-        for (const Case& c : {Case{3050, 2, 30}, Case{2939, 7, 230}, Case{500, 8, 512}})
+        for (const Case& c : {Case{1000, 3, 100}, Case{2939, 7, 230}, Case{500, 8, 512}})
             CHECK(generator_name(e, c) == "x86_f32_dot_avx512");
         // A past L2 (2.7 MB, 4.5 MB over two batches): rows outer, the far prefetch; beta, a bias per column.
         std::mt19937 rng2(2939);
@@ -1414,6 +1418,142 @@ TEST_CASE("x86 f32: many rows over few columns of a B stored K x N on the dot fa
     } else {
         WARN("SKIPPED the dot-family generator check: no AVX-512 on this CPU (results above checked at every tier)");
     }
+}
+
+// Many rows over 2 to 8 columns and a short K: the k-group kernel (g K values per FMA into 16 / g column slots).
+// Which shapes the rule takes; then against the float64 reference every group size (g = 8, 4, 2) with K tails,
+// row tails (fewer rows than a group, a tile and a group), NN and NT, every epilogue and bias layout, alpha/beta
+// edge values, ld > width, batches with a shared A or B, 1 and 3 threads, each tier (AVX2 takes other families);
+// and NaN in A's row padding, which a K tail must not read.
+TEST_CASE("x86 f32: many rows over few columns and a short K on the k-group kernel", "[x86][matmul]") {
+    const auto avx512 = jitmm::hw::X86Isa::avx512;
+    {
+        auto shape = [](int64_t m, int64_t n, int64_t k, bool tb) { return dot_problem(Case{m, n, k, 1, false, tb}); };
+        CHECK(jitmm::plan::kgroup_serves(shape(2477, 3, 12, false), avx512));
+        CHECK(jitmm::plan::kgroup_serves(shape(3050, 2, 30, false), avx512));
+        CHECK(jitmm::plan::kgroup_serves(shape(196, 5, 14, true), avx512));
+        CHECK(jitmm::plan::kgroup_serves(shape(300, 4, 64, false), avx512));
+        CHECK(jitmm::plan::kgroup_serves(shape(3000, 2, 4, false), avx512));    // a K of 4 from 1000 rows
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(300, 2, 4, false), avx512));
+        CHECK(jitmm::plan::kgroup_serves(shape(300, 2, 4, true), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(300, 2, 128, false), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(300, 5, 48, false), avx512));  // 5 to 8 columns: K <= 32
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(300, 3, 64, true), avx512));   // NT: K <= 32
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(300, 1, 12, false), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(300, 9, 12, false), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(16, 3, 12, false), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(2477, 3, 12, false), jitmm::hw::X86Isa::avx2));
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(20000, 4, 64, false), avx512));  // A from memory: dot kernel
+        jitmm::Problem tn = shape(300, 3, 12, false);
+        tn.trans_a = true;
+        tn.lda = 300;
+        CHECK_FALSE(jitmm::plan::kgroup_serves(tn, avx512));
+        jitmm::hw::CpuInfo cpu;
+        cpu.l1d_bytes = 48 * 1024;
+        cpu.l2_bytes = 2048 * 1024;
+        const auto plan = jitmm::plan::plan_x86_gemm_f32_kgroup(shape(2477, 3, 12, false), cpu, avx512, 1);
+        CHECK(plan.layout.g == 4);
+        CHECK(plan.layout.mr == 24);
+        CHECK(plan.layout.a_prefetch_bytes == 0);
+        CHECK(jitmm::plan::plan_x86_gemm_f32_kgroup(shape(50000, 2, 12, false), cpu, avx512, 1).layout.a_prefetch_bytes > 0);
+        CHECK(jitmm::plan::plan_x86_gemm_f32_kgroup(shape(17, 2, 12, false), cpu, avx512, 1).layout.mr == 24);
+        CHECK(jitmm::plan::plan_x86_gemm_f32_kgroup(shape(17, 7, 12, false), cpu, avx512, 1).layout.mr == 18);
+        CHECK(jitmm::plan::plan_x86_gemm_f32_kgroup(shape(300, 7, 12, false), cpu, avx512, 1).layout.g == 2);
+        // B's group vectors: slot c of vector j holds op(B)[j g .. j g + g)[c], zeros past K and N.
+        const float b[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // 5 x 2 as stored (NN, ldb 2)
+        std::vector<float> bp(2 * 16, -1.0f);
+        jitmm::x86::pack_kgroup_b(b, 2, false, 5, 2, 4, bp.data());
+        const std::vector<float> expect = {1, 3, 5, 7, 2, 4, 6, 8, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           9, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        CHECK(bp == expect);
+    }
+    std::mt19937 rng(2477);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {17, 25, 47, 100}) {
+                for (int64_t n : {2, 3, 4, 5, 8}) {
+                    for (int64_t k : {8, 9, 13, 30, 33}) {
+                        Case c;
+                        c.m = m; c.n = n; c.k = k;
+                        c.tb = it % 3 == 2;
+                        c.lda_pad = it % 3 == 1 ? 5 : 0;
+                        c.ldb_pad = it % 4 == 1 ? 16 : it % 4 == 2 ? 3 : 0;
+                        c.ldc_pad = it % 5 == 2 ? 3 : 0;
+                        c.alpha = alphas[it % 4];
+                        c.beta = betas[it % 3];
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = (it / 2) % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.batch = it % 4 == 3 ? 3 : 1;
+                        c.share_b = c.batch > 1 && it % 8 == 3;
+                        c.share_a = c.batch > 1 && it % 8 == 7;
+                        if (jitmm::plan::kgroup_serves(dot_problem(c), tier.isa))
+                            CHECK(generator_name(e, c) == "x86_f32_kgroup_avx512");
+                        check_case(e, c, rng);
+                        ++it;
+                    }
+                }
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+    if (jitmm::hw::cpu_info().best_isa < avx512) {
+        WARN("SKIPPED the k-group generator checks: no AVX-512 on this CPU (results above checked at every tier)");
+        return;
+    }
+    jitmm_engine* e = make_engine("avx512", 1);
+    // The shapes this was made for, a K of 4 to 7 over many rows, and A streaming from memory (prefetched).
+    std::mt19937 rng2(196);
+    for (const Case& c : {Case{2477, 3, 12, 10}, Case{3050, 2, 30}, Case{196, 5, 14, 14, false, true},
+                          Case{1001, 7, 5, 1, false, false, 0, 0, 0, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_RELU},
+                          Case{1003, 2, 7, 2, false, true, 2, 1, 1, -0.5f, 0.0f, JITMM_EPILOGUE_GELU_ERF},
+                          Case{1000, 4, 6, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_SILU,
+                               JITMM_BIAS_PER_ROW},
+                          Case{50000, 2, 12, 1, false, false, 3, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS}}) {
+        CHECK(generator_name(e, c) == "x86_f32_kgroup_avx512");
+        check_case(e, c, rng2);
+    }
+    // NaN in the padding past each A row (and past B's columns): the K tail's masked loads and the zero slots
+    // keep it out of every output.
+    for (const int64_t k : {9, 13, 30}) {
+        for (const int64_t n : {2, 3, 6}) {
+            const int64_t m = 53, lda = k + 3, ldb = n + 2, ldc = n;
+            INFO("m " << m << " n " << n << " k " << k);
+            std::vector<float> a(m * lda, std::numeric_limits<float>::quiet_NaN()), b(k * ldb, std::numeric_limits<float>::quiet_NaN());
+            std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t p = 0; p < k; ++p) a[i * lda + p] = uni(rng2);
+            for (int64_t p = 0; p < k; ++p)
+                for (int64_t j = 0; j < n; ++j) b[p * ldb + j] = uni(rng2);
+            std::vector<float> out(m * ldc, std::numeric_limits<float>::quiet_NaN());
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = m; d.n = n; d.k = k; d.lda = lda; d.ldb = ldb; d.ldc = ldc;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a.data(); args.b = b.data(); args.c = out.data();
+            REQUIRE(jitmm_matmul(e, &d, &args) == JITMM_STATUS_SUCCESS);
+            Case c{m, n, k, 1, false, false, 3, 2, 0};
+            CHECK(generator_name(e, c) == "x86_f32_kgroup_avx512");
+            double err2 = 0, ref2 = 0;
+            for (int64_t i = 0; i < m; ++i) {
+                for (int64_t j = 0; j < n; ++j) {
+                    double ref = 0;
+                    for (int64_t p = 0; p < k; ++p) ref += double(a[i * lda + p]) * b[p * ldb + j];
+                    REQUIRE(std::isfinite(out[i * ldc + j]));
+                    err2 += (out[i * ldc + j] - ref) * (out[i * ldc + j] - ref);
+                    ref2 += ref * ref;
+                }
+            }
+            CHECK(std::sqrt(err2 / ref2) <= 1e-5 * std::sqrt(double(k)));
+        }
+    }
+    jitmm_engine_destroy(e);
 }
 
 // The tile choice on a core with 48 KiB L1 and 2 MiB L2: where B streams from L2 the narrower 2-vector tiles

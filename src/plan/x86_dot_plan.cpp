@@ -202,7 +202,8 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     for (DotTile t : avx512 ? std::vector<DotTile>(std::begin(kAvx512DotTiles), std::end(kAvx512DotTiles))
                             : std::vector<DotTile>(std::begin(kAvx2DotTiles), std::end(kAvx2DotTiles))) {
         if (!x86::dot_tile_fits(L.isa, t.mr, t.nj)) continue;
-        if (int64_t(t.nj) * b_row_stride * 4 >= (int64_t(1) << 31) || int64_t(t.mr) * a_row_stride * 4 >= (int64_t(1) << 31))
+        if (int64_t(t.nj) * b_row_stride * 4 >= (int64_t(1) << 31) ||
+            int64_t(t.mr) * a_row_stride * 4 >= (int64_t(1) << 31))
             continue;
         const bool covers = t.mr >= p.m;
         if (t.covering_only && !covers) continue;
@@ -320,7 +321,9 @@ std::string X86DotPlan::describe() const {
                   hw::isa_name(layout.isa), layout.mr, layout.nj, layout.k_unroll,
                   a_transposed ? (" A^T copied to rows of " + std::to_string(layout.lda)).c_str() : "",
                   b_transposed ? (" B^T copied to rows of " + std::to_string(layout.ldb)).c_str() : "",
-                  k_split_ready ? " ksplit-ready" : "", rows_outer ? (layout.a_prefetch_to_l2 ? " rows-outer prefetchA(L2)" : " rows-outer prefetchA") : "", threads,
+                  k_split_ready ? " ksplit-ready" : "",
+                  rows_outer ? (layout.a_prefetch_to_l2 ? " rows-outer prefetchA(L2)" : " rows-outer prefetchA") : "",
+                  threads,
                   m_chunks, n_chunks, k_splits);
     return buf;
 }

@@ -6,9 +6,11 @@
 #include "hw/cpu.hpp"
 #include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_plan.hpp"
+#include "plan/x86_kgroup_plan.hpp"
 #include "plan/x86_lowp_plan.hpp"
 #include "x86/gemm_f32_dot_kernel.hpp"
 #include "x86/gemm_f32_kernel.hpp"
+#include "x86/gemm_f32_kgroup_kernel.hpp"
 #include "x86/gemm_lowp_kernel.hpp"
 #include "x86/pack.hpp"
 
@@ -69,6 +71,15 @@ struct DotF32Family {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_dot_avx512" : "x86_f32_dot_avx2";
     }
     static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32_dot(p, r); }
+};
+
+// Groups of K values per FMA into column slots: many rows over 2 to 8 columns and a short K.
+struct KGroupF32Family {
+    using Recipe = plan::X86KGroupPlan;
+    using KernelType = GemmF32KGroupKernel;
+    static constexpr int kVersion = 1;
+    static const char* generator(const Recipe&) { return "x86_f32_kgroup_avx512"; }
+    static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32_kgroup(p, r); }
 };
 
 // A matrix times a vector (C = A b, N = 1) with b and C dense: C^T = b^T A^T is one row times A^T, a decode
@@ -369,6 +380,9 @@ public:
         if (c_transposable && plan::serves_with_c_transposed(p, hw::cpu_info(), isa_, runner_->num_threads()))
             return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
                                                      isa_ >= hw::X86Isa::avx512, runner_);
+        if (plan::kgroup_serves(p, isa_))
+            return std::make_unique<X86Plan<KGroupF32Family>>(
+                p, plan::plan_x86_gemm_f32_kgroup(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
         if (plan::dot_family_serves(p, isa_))
             return std::make_unique<X86Plan<DotF32Family>>(
                 p, plan::plan_x86_gemm_f32_dot(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
