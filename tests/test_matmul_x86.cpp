@@ -1602,6 +1602,30 @@ TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[
     }
 }
 
+// One row over 65 to 224 columns takes the one-row tile (1 x 14 vectors, one pass over K; see choose_tile): its
+// column tail, every epilogue and bias layout, alpha/beta, ld > width, batches, against the reference at each tier.
+TEST_CASE("x86 f32: one row over a few vectors of columns on the one-row tile", "[x86][matmul]") {
+    std::mt19937 rng(107);
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        jitmm_engine* e = make_engine(tier.name, 1);
+        int it = 0;
+        for (int64_t n : {97, 100, 107, 223}) {
+            for (int64_t k : {33, 400, 1711}) {
+                Case c{1, n, k, it % 3 == 2 ? 3 : 1, false, false, it % 2 ? 7 : 0, it % 3 == 1 ? 5 : 0, it % 4 == 3 ? 2 : 0,
+                       it % 5 == 1 ? -0.5f : 1.0f, it % 3 == 0 ? 0.5f : 0.0f,
+                       static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT)};
+                c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                if (tier.isa >= jitmm::hw::X86Isa::avx512 && n <= 107)
+                    CHECK(generator_name(e, c, true).find("tile 1x224") != std::string::npos);
+                check_case(e, c, rng);
+                ++it;
+            }
+        }
+        jitmm_engine_destroy(e);
+    }
+}
+
 TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][plan]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
@@ -1642,6 +1666,15 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     CHECK(one_row.layout.nv == 14);
     CHECK(one_row.layout.b_from_memory);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 4096, 4096, false, false), cpu, isa, 1).layout.mr == 4);
+    // One row over an N that the one-row tile covers in one pass where taller tiles take two: the one-row tile
+    // (1x107x1711); an N that one taller tile covers keeps it (1x64x1711: 6 x 4, one call).
+    for (const int64_t n : {100, 107}) {
+        const auto decode = jitmm::plan::plan_x86_gemm_f32(plain_problem(1, n, 1711, false, false), cpu, isa, 1);
+        CHECK(decode.layout.mr == 1);
+        CHECK(decode.layout.nv == 14);
+    }
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(1, 64, 1711, false, false), cpu, isa, 1).layout.mr == 6);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(2, 107, 1711, false, false), cpu, isa, 1).layout.mr != 1);
     // A K of a few steps prefetches the C tile before its K loop; a longer K hides C's misses behind its FMAs.
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(31, 1237, 5, false, true), cpu, isa, 1).layout.c_prefetch);
     CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(300, 700, 12, false, false), cpu, isa, 1).layout.c_prefetch);

@@ -22,6 +22,7 @@ struct TileShape {
 // memory (b_from_memory), 1 x 14 being the one-row shapes' (choose_tile).
 constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {12, 2}, {2, 8}, {1, 28}, {1, 14}};
 constexpr TileShape kAvx2Tiles[] = {{6, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
+constexpr TileShape kOneRowTile = {1, 14};
 
 // AVX2 keeps its column-tail mask in a vector register; AVX-512 uses an opmask register.
 int mask_registers(bool avx512) { return avx512 ? 0 : 1; }
@@ -81,6 +82,21 @@ double tile_cost(const Problem& p, TileShape t, int vlen, bool l2_lines) {
     const double b_lines = l2_lines ? t.nv * vlen / 16.0 : 0.0;
     const double fma = t.mr * t.nv / 2.0 + 0.5 * b_lines, loads = (t.mr + b_loads) / 1.5, stream = t.nv * vlen / 8.0;
     return tiles * std::max({fma, loads, stream, 4.0});
+}
+
+// One row of A (M = 1): tile_cost prices every tile's full rows and vectors, where a one-row problem runs one row
+// of each and only the vectors N fills: the taller tiles' FMA and load terms shrink to those of their row tail, and
+// the one-row tile (1 x 14) streams only N's vectors. Summed per column tile, each its own pass over K.
+double one_row_tile_cost(const Problem& p, TileShape t, int vlen, bool l2_lines) {
+    const int64_t nr = int64_t(t.nv) * vlen;
+    double cost = 0;
+    for (int64_t j = 0; j < p.n; j += nr) {
+        const double vectors = double(ceil_div(std::min(nr, p.n - j), vlen));
+        const double b_lines = l2_lines ? vectors * vlen / 16.0 : 0.0;
+        const double fma = vectors / 2.0 + 0.5 * b_lines, loads = (1.0 + vectors) / 1.5, stream = vectors * vlen / 8.0;
+        cost += std::max({fma, loads, stream, 4.0});
+    }
+    return cost;
 }
 
 // Whether B streams from L2 to the FMAs, as far as the tile choice and K block go: more of it than fits beside
@@ -210,7 +226,8 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
                       int num_threads) {
     const int vlen = avx512 ? 16 : 8;
     TileShape best{0, 0};
-    double best_cost = 0;
+    double best_cost = 0, best_one_row = 0;
+    int64_t best_passes = 0;
     bool aliasing = false;
     const bool long_b_pieces = num_threads == 1 || 4.0 * double(p.n) / num_threads >= kMinInPlaceBPieceBytes;
     auto consider = [&](TileShape t) {
@@ -219,7 +236,7 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
         // One row: the one-row tile of 14 vectors (its FMAs read B from memory, each vector once) or a taller tile
         // whose row tail loads B into registers (4 x 6 for a long GEMV, as before two-row tiles loaded B into
         // registers: 1x4096x4096 3.6 ms, 4.1 on 1 x 14); not 2 x 8 nor 1 x 28 (1x11008x4096 8.8 -> 10.5 ms).
-        if (p.m == 1 && t.mr <= 2 && !(t.mr == 1 && t.nv == 14)) return;
+        if (p.m == 1 && t.mr <= 2 && !(t.mr == kOneRowTile.mr && t.nv == kOneRowTile.nv)) return;
         // A tile of few rows streams its B panel again for every few rows, which the cost below does not price
         // where B is larger than L2 (packed blocks, read from L2 by every row tile): only where it covers M in a
         // few row tiles or N in one panel (1 thread, x464x2935 NN, GFLOP/s, 4x96 / 12x32 / 8x48: M 57 99 / 113
@@ -240,10 +257,27 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
                          (long_b_pieces && tile_packs_large_b(p, t.mr, int64_t(t.nv) * vlen, l2)
                               ? kPackBCyclesPerColumn * double(p.n)
                               : 0.0);
-        if (best.mr == 0 || c < best_cost * 0.999 ||
-            (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv)) {
+        // M = 1 over the N that one pass of the one-row tile covers: the one-row pricing first, then the fewer
+        // passes over K (1 thread, 1x107x1711: 1 x 14 in one pass 7.2 us, 6 x 4 in two 8.8; GFLOP/s 1x100x400
+        // 41.3 -> 55.4, 1x107x100 45.9 -> 71.6, 1x100x4096 35.5 -> 42.3), then the cost above as before (a tie
+        // keeps the tile it chose: 1x64x1711 stays a single call of 6 x 4, 85 GFLOP/s where 1 x 14 ran 62 in two
+        // K blocks). A wider N keeps the cost above (1x4096x4096 on 4 x 6, see the one-row rule).
+        const bool one_row_pass = p.m == 1 && p.n <= int64_t(kOneRowTile.nv) * vlen;
+        const double one_row = one_row_pass ? one_row_tile_cost(p, t, vlen, l2_lines) : 0.0;
+        const int64_t passes = one_row_pass ? ceil_div(p.n, int64_t(t.nv) * vlen) : 0;
+        const bool one_row_decides =
+            best.mr != 0 && one_row_pass &&
+            (one_row < best_one_row * 0.999 || one_row > best_one_row * 1.001 || passes != best_passes);
+        const bool better = best.mr == 0 ? true
+                            : one_row_decides
+                                ? one_row < best_one_row * 0.999 ||
+                                      (one_row <= best_one_row * 1.001 && passes < best_passes)
+                                : c < best_cost * 0.999 || (c <= best_cost * 1.001 && t.mr * t.nv > best.mr * best.nv);
+        if (better) {
             best = t;
             best_cost = c;
+            best_one_row = one_row;
+            best_passes = passes;
         }
     };
     if (avx512) for (auto t : kAvx512Tiles) consider(t);
