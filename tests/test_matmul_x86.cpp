@@ -1325,15 +1325,15 @@ TEST_CASE("x86 f32: many rows over few columns of a B stored K x N on the dot fa
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(2477, 3, 12), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 7, 32), avx512));
         CHECK(jitmm::plan::dot_family_serves(nn(300, 8, 40), avx512));
-        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 12, 128), avx512));  // over half a vector: from K = 512
-        CHECK(jitmm::plan::dot_family_serves(nn(300, 15, 512), avx512));
-        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 16, 512), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 12, 128), avx512));  // over half a vector
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(21, 8, 64), avx512));     // under 32 rows: K >= 16 N
+        CHECK(jitmm::plan::dot_family_serves(nn(21, 3, 100), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(690, 15, 3097), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(16, 4, 512), avx512));    // few rows: other rules
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 1, 512), avx512));
         CHECK(jitmm::plan::dot_family_serves(nn(300, 4, 64), avx2));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 4, 32), avx2));     // AVX2: from a K of 16 N
-        CHECK(jitmm::plan::dot_family_serves(nn(300, 5, 512), avx2));
-        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 7, 512), avx2));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 5, 512), avx2));
         jitmm::Problem tn = nn(300, 4, 64);
         tn.trans_a = true;
         tn.lda = 300;
@@ -1356,7 +1356,7 @@ TEST_CASE("x86 f32: many rows over few columns of a B stored K x N on the dot fa
         CHECK(once.rows_outer);
         CHECK(once.layout.a_prefetch_to_l2);
         CHECK(once.layout.a_prefetch_bytes == 32 * 1024);
-        const auto twice = jitmm::plan::plan_x86_gemm_f32_dot(nn(2939, 15, 600), cpu, avx512, 1);
+        const auto twice = jitmm::plan::plan_x86_gemm_f32_dot(dot_problem(Case{2939, 15, 600, 1, false, true}), cpu, avx512, 1);
         CHECK(twice.rows_outer);
         CHECK_FALSE(twice.layout.a_prefetch_to_l2);
         CHECK(twice.layout.a_prefetch_bytes == 1024);
@@ -1432,6 +1432,9 @@ TEST_CASE("x86 f32: many rows over few columns and a short K on the k-group kern
         CHECK(jitmm::plan::kgroup_serves(shape(2477, 3, 12, false), avx512));
         CHECK(jitmm::plan::kgroup_serves(shape(3050, 2, 30, false), avx512));
         CHECK(jitmm::plan::kgroup_serves(shape(196, 5, 14, true), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(64, 5, 14, false), avx512));  // g = 2 from 96 rows
+        CHECK_FALSE(jitmm::plan::kgroup_serves(shape(32, 3, 12, false), avx512));  // g = 4 from 48 rows
+        CHECK(jitmm::plan::kgroup_serves(shape(17, 2, 30, false), avx512));
         CHECK(jitmm::plan::kgroup_serves(shape(300, 4, 64, false), avx512));
         CHECK(jitmm::plan::kgroup_serves(shape(3000, 2, 4, false), avx512));    // a K of 4 from 1000 rows
         CHECK_FALSE(jitmm::plan::kgroup_serves(shape(300, 2, 4, false), avx512));
@@ -1476,7 +1479,7 @@ TEST_CASE("x86 f32: many rows over few columns and a short K on the k-group kern
             INFO("threads " << threads);
             jitmm_engine* e = make_engine(tier.name, threads);
             int it = 0;
-            for (int64_t m : {17, 25, 47, 100}) {
+            for (int64_t m : {17, 25, 53, 100, 130}) {
                 for (int64_t n : {2, 3, 4, 5, 8}) {
                     for (int64_t k : {8, 9, 13, 30, 33}) {
                         Case c;
@@ -1522,7 +1525,7 @@ TEST_CASE("x86 f32: many rows over few columns and a short K on the k-group kern
     // keep it out of every output.
     for (const int64_t k : {9, 13, 30}) {
         for (const int64_t n : {2, 3, 6}) {
-            const int64_t m = 53, lda = k + 3, ldb = n + 2, ldc = n;
+            const int64_t m = 101, lda = k + 3, ldb = n + 2, ldc = n;
             INFO("m " << m << " n " << n << " k " << k);
             std::vector<float> a(m * lda, std::numeric_limits<float>::quiet_NaN()), b(k * ldb, std::numeric_limits<float>::quiet_NaN());
             std::uniform_real_distribution<float> uni(-1.0f, 1.0f);

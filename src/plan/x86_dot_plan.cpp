@@ -86,30 +86,29 @@ bool few_columns_long_k(const Problem& p, hw::X86Isa isa) {
 // B stored K x N (NN) over few columns and many rows: the broadcast family's vectors run along N, one FMA per A
 // value for a handful of useful lanes, where the dot kernel reads A's rows whole with its vectors along K after a
 // copy of B^T (N x K, small: b_rows in the kernel). Its horizontal sums cost a few instructions per output, which
-// a K of 4 (N + 2) repays from 2 columns to half a vector; up to a vector less one from a K of 512 (the tiles then
-// cover N in two column tiles). 1 thread, median GFLOP/s, broadcast -> dot, M = 300 / 3000: 2x16 20.4 -> 24.0 /
-// 18.1 -> 26.3, 2x12 20.1 -> 14.9 (not kept), 3x24 32.3 -> 29.8 / 30.2 -> 31.6, 3x32 31.6 -> 41.9, 4x24 43.9 ->
-// 44.8 / 41.0 -> 46.8, 5x24 54.3 -> 43.2 (not kept), 5x32 52.5 -> 60.8 / 49.4 -> 66.0, 6x32 63.0 -> 69.4, 7x32
-// 73.0 -> 71.5 / 69.1 -> 75.6 (not kept), 7x48 73.7 -> 88.3, 8x48 85.5 -> 97.3, 8x512 87.7 -> 173.6 / 30.8 ->
-// 45.2, 10x64 even, 12x128 131.8 -> 144.8, 15x512 138.5 -> 187.7 / 54.3 -> 81.9; 3050x2x30 17.3 -> 9.8 us,
-// 1000x7x230 37 -> 22.9 us. AVX2 (8-float vectors, whose broadcast tiles waste fewer lanes): from a K of 16 N
-// up to half a vector (4x24 49.1-51.8 -> 36.8-37.2, 4x32 even, 4x64 49-55 -> 55-60, 3x24 32.4 -> 44.6 / 38.5 ->
-// 39.8, 2x16 19.1 -> 29.9), and up to 5 columns from a K of 512 (5x512 67.2 -> 93.2 / 25.0 -> 32.4; 7x512 96.9
-// -> 82.8 / 32.7 -> 34.3 not kept). The copies of B^T (one per batch that has its own B) at most
-// kDotMaxBCopyBytes.
-constexpr int64_t kDotBAsStoredLongK = 512;
-constexpr int64_t kDotBAsStoredLongKMaxColumnsAvx2 = 5;
+// a K of 4 (N + 2) repays from 2 columns to half a vector. 1 thread, median GFLOP/s, broadcast -> dot, M = 300 /
+// 3000: 2x16 20.4 -> 24.0 / 18.1 -> 26.3, 2x12 20.1 -> 14.9 (not kept), 3x24 32.3 -> 29.8 / 30.2 -> 31.6, 3x32
+// 31.6 -> 41.9, 4x24 43.9 -> 44.8 / 41.0 -> 46.8, 5x24 54.3 -> 43.2 (not kept), 5x32 52.5 -> 60.8 / 49.4 -> 66.0,
+// 6x32 63.0 -> 69.4, 7x32 73.0 -> 71.5 / 69.1 -> 75.6 (not kept), 7x48 73.7 -> 88.3, 8x48 85.5 -> 97.3, 8x512
+// 87.7 -> 173.6 / 30.8 -> 45.2; 3050x2x30 17.3 -> 9.8 us, 1000x7x230 37 -> 22.9 us. More columns (two column
+// tiles) measured both ways and are left to the broadcast tiles: 300x15x512 138.5 -> 187.7, 3000x12x128 124.3 ->
+// 142.7, but 690x15x3097 99.3 -> 66.9, 25x11x3084 126.2 -> 91.9, 1676x14x994 82.7 -> 66.5. AVX2 (8-float
+// vectors, whose broadcast tiles waste fewer lanes): from a K of 16 N up to half a vector (4x24 49.1-51.8 ->
+// 36.8-37.2, 4x32 even, 4x64 49-55 -> 55-60, 3x24 32.4 -> 44.6 / 38.5 -> 39.8, 2x16 19.1 -> 29.9). The copies of
+// B^T (one per batch that has its own B) at most kDotMaxBCopyBytes. Under kDotBAsStoredManyRows rows AVX-512 too
+// takes a K of 16 N (median of 3 alternated rounds, GFLOP/s: 17x4x50 39.3 -> 33.3, 21x8x64 83.3 -> 69.4, 24x8x64
+// 79.3 -> 72.9 not kept; 17x2x64 19.2 -> 26.2, 21x3x100 31.7 -> 46.2, 17x6x200 64.5 -> 81.6; 32x4x50 37.6 ->
+// 45.6, 32x8x64 73.5 -> 80.7).
 constexpr double kDotMaxBCopyBytes = 1024.0 * 1024;
+constexpr int64_t kDotBAsStoredManyRows = 32;
 
 bool few_columns_b_as_stored(const Problem& p, hw::X86Isa isa) {
     const bool avx512 = isa >= hw::X86Isa::avx512;
     const int64_t vlen = x86::vector_length(avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2);
     const double copy_bytes = 4.0 * double(p.n) * double(p.k) * (p.stride_b != 0 ? double(p.batch) : 1.0);
-    const bool short_k_pays = p.n <= vlen / 2 && p.k >= (avx512 ? 4 * (p.n + 2) : 16 * p.n);
-    const bool long_k_pays =
-        p.n < (avx512 ? vlen : kDotBAsStoredLongKMaxColumnsAvx2 + 1) && p.k >= kDotBAsStoredLongK;
-    return !p.trans_b && !p.trans_a && p.m > 16 && p.n >= 2 && (short_k_pays || long_k_pays) &&
-           copy_bytes <= kDotMaxBCopyBytes;
+    const bool short_k_pays =
+        p.n <= vlen / 2 && p.k >= (avx512 && p.m >= kDotBAsStoredManyRows ? 4 * (p.n + 2) : 16 * p.n);
+    return !p.trans_b && !p.trans_a && p.m > 16 && p.n >= 2 && short_k_pays && copy_bytes <= kDotMaxBCopyBytes;
 }
 
 bool dot_family_fits(const Problem& p, hw::X86Isa isa) {

@@ -34,6 +34,12 @@ constexpr int64_t kKGroupPrefetchABytes = 32 * 1024;
 // dot kernel (196x5x64 89.5 -> 53.6). Where the dot kernel takes a B stored K x N (x86_dot_plan) and A streams from
 // memory, the dot kernel's whole vectors of a row stream better (20000x4x64 402 us against 429, 20000x3x32 205
 // against 221).
+// Few rows leave the per-call work (B's group vectors, the epilogue's reductions per group of g rows) little to
+// spread over: from 17 rows for g = 8, 48 for g = 4, 96 for g = 2 (1 thread, GFLOP/s, before -> k-group: 17x2x30
+// 13.2 -> 16.5; 32x3x12 20.8 -> 19.9, 48x3x12 25.4 -> 26.8, 21x3x12 18.0 -> 12.0; 64x5x14 45.2 -> 44.8, 64x8x24
+// 74.8 -> 74.4, 100x5x14 44.0 -> 50.9, 48x8x24 80.4 -> 62.1).
+int64_t min_rows(int g) { return g == 8 ? 17 : g == 4 ? 48 : 96; }
+
 constexpr int64_t kKGroupMinK = 4;
 constexpr int64_t kKGroupMinKFewRows = 8;
 constexpr int64_t kKGroupManyRows = 1000;
@@ -47,6 +53,7 @@ bool kgroup_serves(const Problem& p, hw::X86Isa isa) {
     const char* env = std::getenv("JITMM_X86_KGROUP");  // 0: never, 1: wherever it fits (measurements)
     if (env != nullptr) return env[0] == '1';
     if (p.k < kKGroupMinKFewRows && p.m < kKGroupManyRows && !p.trans_b) return false;
+    if (p.m < min_rows(group_for(p.n))) return false;
     const int64_t max_k = !p.trans_b && p.n <= 4 ? kKGroupMaxKWideSlots : kKGroupMaxK;
     if (p.k > max_k) return false;
     const double a_all_bytes = 4.0 * double(p.m) * double(p.k) * (p.stride_a != 0 ? double(p.batch) : 1.0);
