@@ -1605,6 +1605,93 @@ TEST_CASE("x86 f32: a matrix times a vector runs as the swapped dot product", "[
     }
 }
 
+// Few rows of A over many columns of a transposed B and a short K: C^T = B A^T on the k-group kernel, its rows
+// stored as C's columns. Which shapes the rule takes; then against the float64 reference every group size (2, 3-4,
+// 5-8 rows), NT and TT, K tails, column tails (C^T's row tails), every epilogue with the bias per row and per
+// column, alpha/beta, ld > width, batches with a shared A or B, 1 and 3 threads, each tier.
+TEST_CASE("x86 f32: few rows over many columns of a transposed B on the swapped k-group kernel", "[x86][matmul]") {
+    const auto avx512 = jitmm::hw::X86Isa::avx512;
+    {
+        auto nt = [](int64_t m, int64_t n, int64_t k) { return dot_problem(Case{m, n, k, 1, false, true}); };
+        CHECK(jitmm::plan::kgroup_serves_swapped(nt(5, 3955, 14), avx512));
+        CHECK(jitmm::plan::kgroup_serves_swapped(nt(2, 64, 8), avx512));
+        CHECK(jitmm::plan::kgroup_serves_swapped(nt(3, 200, 4), avx512));
+        CHECK(jitmm::plan::kgroup_serves_swapped(nt(8, 200, 24), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(2, 1000, 4), avx512));   // g = 8: from a K of 8
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(3, 64, 8), avx512));     // g = 4: from 200 columns
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(8, 4000, 16), avx512));  // g = 2: 7-8 rows from K = 24
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(5, 200, 16), avx512));   // and 5-6 from 1000 columns
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(5, 3955, 64), avx512));  // K past the NT rule's 32
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(9, 3955, 14), avx512));
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(dot_problem(Case{5, 3955, 14}), avx512));  // NN
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(5, 3955, 14), jitmm::hw::X86Isa::avx2));
+        jitmm::Problem tt = nt(3, 2000, 12);
+        tt.trans_a = true;
+        tt.lda = 3;
+        CHECK(jitmm::plan::kgroup_serves_swapped(tt, avx512));
+        // The swapped problem: B's rows as A's, A as a B (transposed as stored), C's own ldc, the bias flipped.
+        jitmm::Problem p = nt(5, 3955, 14);
+        p.ldc = 4000;
+        p.bias = jitmm::BiasKind::per_column;
+        const jitmm::Problem s = jitmm::plan::kgroup_swapped_problem(p);
+        CHECK(s.m == 3955);
+        CHECK(s.n == 5);
+        CHECK_FALSE(s.trans_a);
+        CHECK(s.lda == 14);
+        CHECK(s.trans_b);
+        CHECK(s.ldc == 4000);
+        CHECK(s.bias == jitmm::BiasKind::per_row);
+    }
+    std::mt19937 rng(3955);
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f};
+    const float betas[] = {0.0f, 1.0f, -0.5f};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int it = 0;
+            for (int64_t m : {2, 3, 4, 5, 8}) {
+                for (int64_t n : {217, 1001}) {
+                    for (int64_t k : {9, 13, 24, 30}) {
+                        Case c;
+                        c.m = m; c.n = n; c.k = k;
+                        c.tb = true;
+                        c.ta = it % 3 == 1;
+                        c.lda_pad = it % 3 == 2 ? 5 : 0;
+                        c.ldb_pad = it % 4 == 1 ? 16 : it % 4 == 2 ? 3 : 0;
+                        c.ldc_pad = it % 5 == 2 ? 3 : 0;
+                        c.alpha = alphas[it % 4];
+                        c.beta = betas[it % 3];
+                        c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                        c.bias_layout = (it / 2) % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        c.batch = it % 4 == 3 ? 3 : 1;
+                        c.share_b = c.batch > 1 && it % 8 == 3;
+                        c.share_a = c.batch > 1 && it % 8 == 7;
+                        if (jitmm::plan::kgroup_serves_swapped(dot_problem(c), tier.isa))
+                            CHECK(generator_name(e, c) == "x86_f32_kgroup_avx512_swapped");
+                        check_case(e, c, rng);
+                        ++it;
+                    }
+                }
+            }
+            jitmm_engine_destroy(e);
+        }
+    }
+    if (jitmm::hw::cpu_info().best_isa >= avx512) {
+        jitmm_engine* e = make_engine("avx512", 1);
+        std::mt19937 rng2(14);
+        for (const Case& c : {Case{5, 3955, 14, 1, false, true},
+                              Case{2, 4099, 8, 2, false, true, 0, 0, 9, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_GELU_ERF,
+                                   JITMM_BIAS_PER_ROW},
+                              Case{3, 2000, 12, 1, true, true, 0, 0, 0, 2.0f, 0.0f, JITMM_EPILOGUE_BIAS_RELU}}) {
+            CHECK(generator_name(e, c) == "x86_f32_kgroup_avx512_swapped");
+            check_case(e, c, rng2);
+        }
+        jitmm_engine_destroy(e);
+    }
+}
+
 // One row over 65 to 224 columns takes the one-row tile (1 x 14 vectors, one pass over K; see choose_tile): its
 // column tail, every epilogue and bias layout, alpha/beta, ld > width, batches, against the reference at each tier.
 TEST_CASE("x86 f32: one row over a few vectors of columns on the one-row tile", "[x86][matmul]") {

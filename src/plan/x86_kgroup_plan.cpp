@@ -61,6 +61,40 @@ bool kgroup_serves(const Problem& p, hw::X86Isa isa) {
     return !(a_from_memory && !p.trans_b && dot_family_serves(p, isa));
 }
 
+Problem kgroup_swapped_problem(const Problem& p) {
+    Problem s = p;
+    s.m = p.n;
+    s.n = p.m;
+    s.trans_a = !p.trans_b;
+    s.lda = p.ldb;
+    s.trans_b = !p.trans_a;
+    s.ldb = p.lda;
+    s.stride_a = p.stride_b;
+    s.stride_b = p.stride_a;
+    if (p.bias == BiasKind::per_column) s.bias = BiasKind::per_row;
+    else if (p.bias == BiasKind::per_row) s.bias = BiasKind::per_column;
+    return s;
+}
+
+// Where the swapped k-group kernel serves a few rows (1 thread, median GFLOP/s of 3 alternated rounds, the
+// family before -> swapped k-group, NT; TT the same): 2 rows (g = 8) from 64 columns and a K of 8 (2x64x8 11.8
+// -> 18.1, 2x4000x8 22.1 -> 53.8, 2x1000x32 1.28x; 2x1000x4 0.85x, 2x17x32 0.81x not kept); 3 or 4 rows (g = 4)
+// from 200 columns (3x200x4 1.04-1.20x, 3x4000x16 41.0 -> 84.7, 4x4096x16 0.86 -> 1.78 of oneDNN; 3x64x8 0.85x
+// not kept); 5 to 8 rows (g = 2, each group's columns stored apart) from 200 columns over a K of 24 (5x1000x32
+// 1.23x, 8x4000x32 1.18x, 8x200x32 1.20x), or up to 6 rows from 1000 columns over a K of 12 (5x1000x16 1.01-1.03x,
+// 5x3955x14 9.9 -> 9.3 us); shorter K lose to the epilogue's stores (8x4000x4 0.46x, 5x200x16 0.70x, 8x1000x16
+// 0.91x).
+bool kgroup_serves_swapped(const Problem& p, hw::X86Isa isa) {
+    if (!p.trans_b || p.m < 2 || p.m > 8) return false;
+    const char* env = std::getenv("JITMM_X86_KGROUP_SWAPPED");  // 0: never (measurements)
+    if (env != nullptr && env[0] == '0') return false;
+    const int g = group_for(p.m);
+    const bool pays = g == 8   ? p.n >= 64 && p.k >= 8
+                      : g == 4 ? p.n >= 200
+                               : (p.n >= 200 && p.k >= 24) || (p.n >= 1000 && p.k >= 12 && p.m <= 6);
+    return pays && kgroup_serves(kgroup_swapped_problem(p), isa);
+}
+
 X86KGroupPlan plan_x86_gemm_f32_kgroup(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     (void)isa;
     X86KGroupPlan plan;
@@ -89,15 +123,15 @@ X86KGroupPlan plan_x86_gemm_f32_kgroup(const Problem& p, const hw::CpuInfo& cpu,
 
 std::string X86KGroupPlan::describe() const {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "avx512 k-group g=%d (%d column slots) rows=%d%s threads=%d split=%dx1", layout.g,
-                  x86::kgroup_slots(layout.g), layout.mr, layout.a_prefetch_bytes > 0 ? " prefetchA(L2)" : "", threads,
-                  m_chunks);
+    std::snprintf(buf, sizeof buf, "avx512 k-group g=%d (%d column slots) rows=%d%s%s threads=%d split=%dx1", layout.g,
+                  x86::kgroup_slots(layout.g), layout.mr, layout.a_prefetch_bytes > 0 ? " prefetchA(L2)" : "",
+                  layout.c_transposed ? " C^T stored" : "", threads, m_chunks);
     return buf;
 }
 
 void X86KGroupPlan::append_key(KeyWriter& w) const {
     w.i64('g', layout.g).i64('n', layout.n).i64('r', layout.mr).i64('K', layout.k);
-    w.i64('l', layout.lda).i64('c', layout.ldc).i64('p', layout.a_prefetch_bytes);
+    w.i64('l', layout.lda).i64('c', layout.ldc).i64('p', layout.a_prefetch_bytes).i64('t', layout.c_transposed);
 }
 
 }  // namespace jitmm::plan

@@ -89,8 +89,10 @@ public:
         align(64);
         L(lane_order_);
         for (int v : lane_order_values_) dd(static_cast<uint32_t>(v));
-        L(row_spread_);  // lane -> the row (of the group) whose values it holds: a per-row bias into place
-        for (int lane = 0; lane < 16; ++lane) dd(static_cast<uint32_t>(lane / slots_));
+        L(row_of_lane_);  // lane -> the row (of the group) whose value it holds: a per-row bias into place
+        for (int lane = 0; lane < 16; ++lane) dd(static_cast<uint32_t>(lane_row(lane)));
+        L(slot_of_lane_);  // lane -> its column slot: a per-column bias into place (C transposed)
+        for (int lane = 0; lane < 16; ++lane) dd(static_cast<uint32_t>(lane_slot(lane)));
         pool_.emit();
     }
 
@@ -192,7 +194,7 @@ private:
             bool whole = static_cast<int>(s.size()) == L_.g;
             for (int src : s) whole = whole && src / 16 == row && (src % 16) / L_.g == slot;
             if (!whole) fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32_kgroup generator: reduction tree mixes lanes");
-            lane_order_values_[slots_ * row + slot] = lane;
+            lane_order_values_[out_lane(row, slot)] = lane;
         }
     }
 
@@ -232,35 +234,54 @@ private:
         return Zmm(regs[0]);
     }
 
-    // The lanes of row j of a group: its n columns from lane slots_ * j. Up to 4 rows a group (g <= 4) they are
-    // set once per call in k4 .. k7 (k1 is the K tail's, k2 the erf-GELU's); 8 rows take turns in k3.
-    bool masks_preset() const { return L_.g <= 4; }
-    Xbyak::Opmask row_mask_register(int j) const { return masks_preset() ? Xbyak::Opmask(4 + j) : k3; }
+    // The epilogue's vector holds g rows x slots_ columns: lane slots_ * row + column, or with C transposed (the
+    // tile's rows are C's columns) lane g * column + row. It is stored in units: a row's n columns, or with C
+    // transposed a column's rows, each one masked store at the unit's address less its first lane's offset (the
+    // lanes outside the mask are neither read nor written, so the address may precede C).
+    int out_lane(int row, int slot) const { return L_.c_transposed ? L_.g * slot + row : slots_ * row + slot; }
+    int lane_row(int lane) const { return L_.c_transposed ? lane % L_.g : lane / slots_; }
+    int lane_slot(int lane) const { return L_.c_transposed ? lane / L_.g : lane % slots_; }
+    int units(int present) const { return L_.c_transposed ? L_.n : present; }
+    uint32_t unit_bits(int u, int present) const {
+        return L_.c_transposed ? ((1u << present) - 1) << (L_.g * u) : ((1u << L_.n) - 1) << (slots_ * u);
+    }
+    Xbyak::Address unit_at(int u) {
+        const int first_lane = L_.c_transposed ? L_.g * u : slots_ * u;
+        return ptr[r11 + u * L_.ldc * 4 - first_lane * 4];
+    }
 
-    void preset_row_masks() {
+    // A whole group's unit masks are set once per call in k4 .. k7 where there are up to 4 units (k1 is the K
+    // tail's, k2 the erf-GELU's); more units, and a transposed tail group's, take turns in k3.
+    bool masks_preset() const { return units(L_.g) <= 4; }
+
+    void preset_unit_masks() {
         if (!masks_preset()) return;
-        for (int j = 0; j < L_.g; ++j) {
-            mov(eax, ((1u << L_.n) - 1) << (slots_ * j));
-            kmovw(Xbyak::Opmask(4 + j), eax);
+        for (int u = 0; u < units(L_.g); ++u) {
+            mov(eax, unit_bits(u, L_.g));
+            kmovw(Xbyak::Opmask(4 + u), eax);
         }
     }
 
-    Xbyak::Opmask row_mask(int j) {
-        if (!masks_preset()) {
-            mov(eax, ((1u << L_.n) - 1) << (slots_ * j));
-            kmovw(k3, eax);
-        }
-        return row_mask_register(j);
+    Xbyak::Opmask unit_mask(int u, int present) {
+        if (masks_preset() && unit_bits(u, present) == unit_bits(u, L_.g)) return Xbyak::Opmask(4 + u);
+        mov(eax, unit_bits(u, present));
+        kmovw(k3, eax);
+        return k3;
     }
 
-    // Row j's C values sit at lanes slots_ * j .. : the row's address less that many floats puts them in place
-    // (the lanes outside the mask are neither read nor written, so the address may precede C).
-    Xbyak::Address c_row(int j) { return ptr[r11 + j * L_.ldc * 4 - slots_ * j * 4]; }
+    // A bias of `count` values from `at` into the lanes that `table` names (rows or columns of the layout).
+    void spread_bias(const Xbyak::Address& at, int count, const Xbyak::Label& table) {
+        mov(eax, (1u << count) - 1);
+        kmovw(k3, eax);
+        vmovups(loaded() | k3 | T_z, at);
+        vmovups(act_tmp(0), ptr[rip + table]);
+        vpermps(loaded(), act_tmp(0), loaded());
+    }
 
     void epilogue() {
         mov(r11, rdx);
         vmovups(order(), ptr[rip + lane_order_]);
-        preset_row_masks();
+        preset_unit_masks();
         for (int r0 = 0; r0 < rows_; r0 += L_.g) {
             const int present = std::min(L_.g, rows_ - r0);
             const Zmm x = reduce_group(r0);
@@ -268,11 +289,11 @@ private:
             if (L_.alpha != 1.0f) vmulps(x, x, pool_(L_.alpha));
             if (L_.beta != 0.0f) {
                 vxorps(loaded(), loaded(), loaded());
-                for (int j = 0; j < present; ++j) vmovups(loaded() | row_mask(j), c_row(j));
+                for (int u = 0; u < units(present); ++u) vmovups(loaded() | unit_mask(u, present), unit_at(u));
                 if (L_.beta == 1.0f) vaddps(x, x, loaded());
                 else vfmadd231ps(x, loaded(), pool_(L_.beta));
             }
-            if (L_.bias == BiasKind::per_column) {
+            if (L_.bias == BiasKind::per_column && !L_.c_transposed) {
                 // bias[0 .. n) into every slot group of lanes.
                 mov(eax, (1u << L_.n) - 1);
                 kmovw(k3, eax);
@@ -281,19 +302,18 @@ private:
                 else if (slots_ == 4) vshuff32x4(loaded(), loaded(), loaded(), 0x00);
                 else vshuff64x2(loaded(), loaded(), loaded(), 0x44);
                 vaddps(x, x, loaded());
+            } else if (L_.bias == BiasKind::per_column) {
+                spread_bias(ptr[rcx], L_.n, slot_of_lane_);
+                vaddps(x, x, loaded());
             } else if (L_.bias == BiasKind::per_row) {
-                // bias[r0 + j] into the lanes of row j.
-                mov(eax, (1u << present) - 1);
-                kmovw(k3, eax);
-                vmovups(loaded() | k3 | T_z, ptr[rcx + r0 * 4]);
-                vmovups(act_tmp(0), ptr[rip + row_spread_]);
-                vpermps(loaded(), act_tmp(0), loaded());
+                spread_bias(ptr[rcx + r0 * 4], present, row_of_lane_);
                 vaddps(x, x, loaded());
             }
             math_.apply(L_.activation, x, act_tmp(0), act_tmp(1), act_tmp(2));
-            for (int j = 0; j < present; ++j) vmovups(c_row(j) | row_mask(j), x);
+            for (int u = 0; u < units(present); ++u) vmovups(unit_at(u) | unit_mask(u, present), x);
             if (r0 + L_.g < rows_) {
-                mov(rax, int64_t(L_.g) * L_.ldc * 4);
+                // The next group's rows: g rows of C further, or with C transposed g columns.
+                mov(rax, L_.c_transposed ? int64_t(L_.g) * 4 : int64_t(L_.g) * L_.ldc * 4);
                 add(r11, rax);
             }
         }
@@ -306,7 +326,7 @@ private:
     VectorMath math_;
     int rows_ = 0;
     std::vector<int> lane_order_values_;
-    Xbyak::Label lane_order_, row_spread_;
+    Xbyak::Label lane_order_, row_of_lane_, slot_of_lane_;
 };
 
 }  // namespace

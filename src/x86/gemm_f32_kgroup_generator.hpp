@@ -27,6 +27,7 @@ struct GemmF32KGroupLayout {
     BiasKind bias = BiasKind::none;
     Activation activation = Activation::none;
     int64_t a_prefetch_bytes = 0;  // > 0: each call first prefetches (into L2) the lines this far past its A rows
+    bool c_transposed = false;     // C^T: the tile's row i, column j at c[j * ldc + i] (a swapped problem's C)
 };
 
 // The most rows a tile holds (one accumulator each, beside the epilogue's scratch).

@@ -91,7 +91,8 @@ void GemmF32KGroupKernel::run(const RunArgs& args) const {
         const float* bpb = bp + batch * bp_stride;
         for (int64_t i = m0; i < m1; i += mr) {
             const float* bias_tile = p_.bias == BiasKind::per_row ? bias + i : bias;
-            fns_[i + mr > p_.m ? 1 : 0](ab + i * p_.lda, bpb, cb + i * p_.ldc, bias_tile);
+            float* c_tile = L.c_transposed ? cb + i : cb + i * p_.ldc;  // (C^T: the tile's rows are C's columns)
+            fns_[i + mr > p_.m ? 1 : 0](ab + i * p_.lda, bpb, c_tile, bias_tile);
         }
     };
     const int64_t tasks = p_.batch * chunks;
