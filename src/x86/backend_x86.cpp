@@ -381,9 +381,12 @@ public:
         if (c_transposable && plan::serves_with_c_transposed(p, hw::cpu_info(), isa_, runner_->num_threads()))
             return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
                                                      isa_ >= hw::X86Isa::avx512, runner_);
+        // Few rows over many columns of a transposed B and a short K: C^T = B A^T, many rows over few columns,
+        // on the k-group kernel storing its rows as C's columns (plan::kgroup_serves_swapped).
         if (plan::kgroup_serves_swapped(p, isa_)) {
             const Problem s = plan::kgroup_swapped_problem(p);
-            plan::X86KGroupPlan recipe = plan::plan_x86_gemm_f32_kgroup(s, hw::cpu_info(), isa_, runner_->num_threads());
+            plan::X86KGroupPlan recipe =
+                plan::plan_x86_gemm_f32_kgroup(s, hw::cpu_info(), isa_, runner_->num_threads());
             recipe.layout.c_transposed = true;
             return std::make_unique<SwappedOperandsPlan>(
                 std::make_unique<X86Plan<KGroupF32Family>>(s, std::move(recipe), runner_));
