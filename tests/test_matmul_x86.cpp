@@ -1621,6 +1621,7 @@ TEST_CASE("x86 f32: few rows over many columns of a transposed B on the swapped 
         CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(3, 64, 8), avx512));     // g = 4: from 200 columns
         CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(8, 4000, 16), avx512));  // g = 2: 7-8 rows from K = 24
         CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(5, 200, 16), avx512));   // and 5-6 from 1000 columns
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(5, 2069, 13), avx512));  // over a K of 14
         CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(5, 3955, 64), avx512));  // K past the NT rule's 32
         CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(nt(9, 3955, 14), avx512));
         CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(dot_problem(Case{5, 3955, 14}), avx512));  // NN

@@ -81,9 +81,9 @@ Problem kgroup_swapped_problem(const Problem& p) {
 // -> 18.1, 2x4000x8 22.1 -> 53.8, 2x1000x32 1.28x; 2x1000x4 0.85x, 2x17x32 0.81x not kept); 3 or 4 rows (g = 4)
 // from 200 columns (3x200x4 1.04-1.20x, 3x4000x16 41.0 -> 84.7, 4x4096x16 0.86 -> 1.78 of oneDNN; 3x64x8 0.85x
 // not kept); 5 to 8 rows (g = 2, each group's columns stored apart) from 200 columns over a K of 24 (5x1000x32
-// 1.23x, 8x4000x32 1.18x, 8x200x32 1.20x), or up to 6 rows from 1000 columns over a K of 12 (5x1000x16 1.01-1.03x,
-// 5x3955x14 9.9 -> 9.3 us); shorter K lose to the epilogue's stores (8x4000x4 0.46x, 5x200x16 0.70x, 8x1000x16
-// 0.91x).
+// 1.23x, 8x4000x32 1.18x, 8x200x32 1.20x), or up to 6 rows from 1000 columns over a K of 14 (5x1000x16 1.01-1.03x,
+// 5x3955x14 1.04x, 5x2069x14 1.05x; 5x2069x13 0.93x, 6x2000x12 0.94x not kept); shorter K lose to the epilogue's
+// stores (8x4000x4 0.46x, 5x200x16 0.70x, 8x1000x16 0.91x).
 bool kgroup_serves_swapped(const Problem& p, hw::X86Isa isa) {
     if (!p.trans_b || p.m < 2 || p.m > 8) return false;
     const char* env = std::getenv("JITMM_X86_KGROUP_SWAPPED");  // 0: never (measurements)
@@ -91,7 +91,7 @@ bool kgroup_serves_swapped(const Problem& p, hw::X86Isa isa) {
     const int g = group_for(p.m);
     const bool pays = g == 8   ? p.n >= 64 && p.k >= 8
                       : g == 4 ? p.n >= 200
-                               : (p.n >= 200 && p.k >= 24) || (p.n >= 1000 && p.k >= 12 && p.m <= 6);
+                               : (p.n >= 200 && p.k >= 24) || (p.n >= 1000 && p.k >= 14 && p.m <= 6);
     return pays && kgroup_serves(kgroup_swapped_problem(p), isa);
 }
 
