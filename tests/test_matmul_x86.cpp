@@ -1129,8 +1129,10 @@ TEST_CASE("x86 f32: few rows of an A stored K x M times a transposed B (dot fami
                         c.share_a = c.batch > 1 && it % 8 == 7;
                         // A lone output value under an activation's tail makes the relative error meaningless.
                         if (n == 1 && m <= 3) c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS : JITMM_EPILOGUE_NONE;
-                        // (K = 1 is planned as an outer product of untransposed operands: no dot family.)
-                        if (k > 1 && jitmm::plan::dot_family_serves(dot_problem(c), tier.isa))
+                        // (K = 1 is planned as an outer product of untransposed operands: no dot family; a short
+                        // K over many columns takes the swapped k-group kernel.)
+                        if (k > 1 && jitmm::plan::dot_family_serves(dot_problem(c), tier.isa) &&
+                            !jitmm::plan::kgroup_serves_swapped(dot_problem(c), tier.isa))
                             CHECK(generator_name(e, c).find("_dot_") != std::string::npos);
                         check_case(e, c, rng);
                         ++it;
@@ -1153,10 +1155,12 @@ TEST_CASE("x86 f32: few rows of an A stored K x M times a transposed B (dot fami
             jitmm_engine_destroy(e);
         }
     }
-    // The shapes this was made for take the dot family (2x702x11 x16, 16x4096x4096 TT were on the broadcast tiles).
+    // The shapes this was made for take the dot family (16x4096x4096 TT was on the broadcast tiles; 2x702x11 x16,
+    // a short K over many columns, now takes the swapped k-group kernel, and a K of 64 stays here).
     if (jitmm::hw::cpu_info().best_isa >= jitmm::hw::X86Isa::avx512) {
         jitmm_engine* e = make_engine("avx512", 1);
-        for (const Case& c : {Case{2, 702, 11, 16, true, true}, Case{16, 4096, 4096, 1, true, true},
+        CHECK(generator_name(e, Case{2, 702, 11, 16, true, true}) == "x86_f32_kgroup_avx512_swapped");
+        for (const Case& c : {Case{2, 702, 64, 16, true, true}, Case{16, 4096, 4096, 1, true, true},
                               Case{7, 1000, 65, 1, true, true, 5}, Case{3, 1000, 300, 8, true, true}})
             CHECK(generator_name(e, c) == "x86_f32_dot_avx512");
         jitmm_engine_destroy(e);
