@@ -1634,6 +1634,8 @@ TEST_CASE("x86 f32: few rows over many columns of a transposed B on the swapped 
         tt.trans_a = true;
         tt.lda = 3;
         CHECK(jitmm::plan::kgroup_serves_swapped(tt, avx512));
+        tt.k = 64;
+        CHECK_FALSE(jitmm::plan::kgroup_serves_swapped(tt, avx512));  // up to a K of 48
         // The swapped problem: B's rows as A's, A as a B (transposed as stored), C's own ldc, the bias flipped.
         jitmm::Problem p = nt(5, 3955, 14);
         p.ldc = 4000;

@@ -83,12 +83,15 @@ Problem kgroup_swapped_problem(const Problem& p) {
 // not kept); 5 to 8 rows (g = 2, each group's columns stored apart) from 200 columns over a K of 24 (5x1000x32
 // 1.23x, 8x4000x32 1.18x, 8x200x32 1.20x), or up to 6 rows from 1000 columns over a K of 14 (5x1000x16 1.01-1.03x,
 // 5x3955x14 1.04x, 5x2069x14 1.05x; 5x2069x13 0.93x, 6x2000x12 0.94x not kept); shorter K lose to the epilogue's
-// stores (8x4000x4 0.46x, 5x200x16 0.70x, 8x1000x16 0.91x).
+// stores (8x4000x4 0.46x, 5x200x16 0.70x, 8x1000x16 0.91x). An A stored K x M (TT, whose swapped B is stored
+// K x N) up to a K of 48 (2x1000x48 1.19x, 4x2000x40 1.87x; 3x1000x64 0.95x, 2x702x64 x16 1.00x not kept).
+constexpr int64_t kKGroupSwappedMaxK = 48;
 bool kgroup_serves_swapped(const Problem& p, hw::X86Isa isa) {
     if (!p.trans_b || p.m < 2 || p.m > 8) return false;
     const char* env = std::getenv("JITMM_X86_KGROUP_SWAPPED");  // 0: never (measurements)
     if (env != nullptr && env[0] == '0') return false;
     const int g = group_for(p.m);
+    if (p.k > kKGroupSwappedMaxK) return false;
     const bool pays = g == 8   ? p.n >= 64 && p.k >= 8
                       : g == 4 ? p.n >= 200
                                : (p.n >= 200 && p.k >= 24) || (p.n >= 1000 && p.k >= 14 && p.m <= 6);
