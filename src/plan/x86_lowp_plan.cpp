@@ -150,6 +150,7 @@ constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
 constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
+constexpr int64_t kBf16MaxRowTailFmaK = 8;  // and any K up to this over a row tail with C rows off lines
 // One row of bf16 over a B stored K x N with K in this range runs on vdpbf16ps rather than AMX (choose_step).
 constexpr int64_t kBf16DotOneRowMinK = 32;
 constexpr int64_t kBf16DotOneRowMaxK = 256;
@@ -252,7 +253,16 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         if (isa >= hw::X86Isa::amx && p.m == 1 && !p.trans_b && p.k >= kBf16DotOneRowMinK &&
             p.k <= kBf16DotOneRowMaxK && (dot_forced == nullptr || dot_forced[0] != '0'))
             return LowpStep::dot_bf16;
-        const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK);
+        // Rows that end in a tile tail over a K of 6 or 8, with C's rows off 64-byte lines: the row tail's tile
+        // configuration and the tile stores across lines cost more than the FMAs (1 thread, median us of 3
+        // alternated runs, AMX -> fma_f32: K = 6: 100x300 3.73 -> 2.78, 56x57 x16 8.72 -> 6.75, 250x250 7.31 ->
+        // 6.27, 1000x77 10.4 -> 8.6, 37x500 x4 11.6 -> 7.8, 999x999 177 -> 140; K = 8: 100x300 3.87 -> 3.27,
+        // 56x57 x16 8.75 -> 7.69, 37x500 x4 11.9 -> 9.5, 999x999 178 -> 152, 250x250 and 300x1000 even). AMX
+        // stays with C rows on lines (200x2000 35 against 40-43, 5x128 NT x10 K = 8 1.68 against 2.07), whole
+        // row tiles (3072x160 45 against 55, 128x100 x8 12.9 against 15.8) and K = 10 (300x1000 33 against 39).
+        const bool row_tail_short_k = p.k <= kBf16MaxRowTailFmaK && p.m % 16 != 0 &&
+                                      (p.ldc * dtype_size(p.c_type)) % 64 != 0;
+        const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK) || row_tail_short_k;
         if (fma_k && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
             return LowpStep::fma_f32;
         if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;
