@@ -147,9 +147,14 @@ constexpr int64_t kFewRowsVnniMaxK = 32;
 constexpr int64_t kFewRowsVnniMinColumns = 256;
 constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
 
+// Batches of an s8 A with column tails over a K up to this run on VNNI (choose_step).
+constexpr int64_t kBatchedTailVnniMinK = 3, kBatchedTailVnniMaxK = 16;
+constexpr double kBatchedTailVnniMaxC = 16384;  // values of one batch's C
+
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
 constexpr int64_t kBf16MaxOddFmaK = 7;  // and an odd K up to this
+constexpr int64_t kBf16MaxRowTailFmaK = 8;  // and any K up to this over a row tail with C rows off lines
 // One row of bf16 over a B stored K x N with K in this range runs on vdpbf16ps rather than AMX (choose_step).
 constexpr int64_t kBf16DotOneRowMinK = 32;
 constexpr int64_t kBf16DotOneRowMaxK = 256;
@@ -211,8 +216,20 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         const bool few_rows_vnni = p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 && !p.trans_b &&
                                    p.k < kFewRowsVnniMaxK && p.m <= kFewRowsVnniMaxRows &&
                                    p.n >= kFewRowsVnniMinColumns && !whole_small;
+        // Batches of an s8 A over a K of at most kBatchedTailVnniMaxK with column tails and C rows off 64-byte
+        // lines: each batch's tail tile (its own configuration) and tile stores across lines cost more than
+        // VNNI's +128 shift. 1 thread, median us of 3 alternated runs, AMX -> VNNI: K = 5: 16x36 NT x38 8.09 ->
+        // 6.40, 56x57 x16 9.12 -> 7.71, 13x100 NT x8 3.24 -> 2.79, 40x70 NT x10 6.03 -> 4.94, 30x200 x6 5.46 ->
+        // 5.15; K = 16: 56x57 x16 9.32 -> 7.17, 37x500 x4 12.2 -> 10.1, 40x70 NT x10 5.55 -> 4.41, 13x100 NT x8 and
+        // 30x200 x6 even. Whole columns keep AMX (16x32 NT x38 4.1 against 5.3, 64x64 x16 6.9 against 9.3), and
+        // so do K = 32 (16x36 NT x38 6.6 against 7.9), larger batches (1000x100 NT x2 21.7 against 31.6, 108x298x10
+        // x6 23.4 against 25.8) and K <= 2 (691x5x1 NT x2 1.2 against 3.9, 105x34x2 x2 0.92 against 1.10).
+        const bool batched_tail_vnni = p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 && p.batch > 1 &&
+                                       p.k >= kBatchedTailVnniMinK && p.k <= kBatchedTailVnniMaxK && p.n % 16 != 0 &&
+                                       (p.ldc * dtype_size(p.c_type)) % 64 != 0 &&
+                                       double(p.m) * double(p.n) <= kBatchedTailVnniMaxC;
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni && !decode_vnni &&
-            !few_rows_vnni)
+            !few_rows_vnni && !batched_tail_vnni)
             return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
         if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm
@@ -252,7 +269,16 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         if (isa >= hw::X86Isa::amx && p.m == 1 && !p.trans_b && p.k >= kBf16DotOneRowMinK &&
             p.k <= kBf16DotOneRowMaxK && (dot_forced == nullptr || dot_forced[0] != '0'))
             return LowpStep::dot_bf16;
-        const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK);
+        // Rows that end in a tile tail over a K of 6 or 8, with C's rows off 64-byte lines: the row tail's tile
+        // configuration and the tile stores across lines cost more than the FMAs (1 thread, median us of 3
+        // alternated runs, AMX -> fma_f32: K = 6: 100x300 3.73 -> 2.78, 56x57 x16 8.72 -> 6.75, 250x250 7.31 ->
+        // 6.27, 1000x77 10.4 -> 8.6, 37x500 x4 11.6 -> 7.8, 999x999 177 -> 140; K = 8: 100x300 3.87 -> 3.27,
+        // 56x57 x16 8.75 -> 7.69, 37x500 x4 11.9 -> 9.5, 999x999 178 -> 152, 250x250 and 300x1000 even). AMX
+        // stays with C rows on lines (200x2000 35 against 40-43, 5x128 NT x10 K = 8 1.68 against 2.07), whole
+        // row tiles (3072x160 45 against 55, 128x100 x8 12.9 against 15.8) and K = 10 (300x1000 33 against 39).
+        const bool row_tail_short_k = p.k <= kBf16MaxRowTailFmaK && p.m % 16 != 0 &&
+                                      (p.ldc * dtype_size(p.c_type)) % 64 != 0;
+        const bool fma_k = p.k <= kBf16MaxFmaK || (p.k % 2 == 1 && p.k <= kBf16MaxOddFmaK) || row_tail_short_k;
         if (fma_k && !tiny && isa >= hw::X86Isa::amx && c_bytes < double(kAmxStreamedCBytes))
             return LowpStep::fma_f32;
         if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;

@@ -994,8 +994,9 @@ float* widen_block(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, 
 // of its 2.6 us there. f16 at any K: widening the rows first and transposing the f32 block took a pass more than
 // the gathers with F16C's conversion (1 thread, median us, widened -> gathered: NT 10x365x9 2.87 -> 0.91,
 // 8x523x25 5.4 -> 2.9, 100x500x100 57 -> 52, 300x300x256 227 -> 216, 64x1000x200 160 -> 136; TT 9x3309x8 26.7
-// -> 8.3).
-constexpr int64_t kGatherMaxK = 8;
+// -> 8.3). bf16 likewise at any K (it gathered only below K = 8, where widen_block's scalar tails hurt most;
+// widened -> gathered: NT 100x300x8 4.60 -> 3.31, 5x128x8 x10 7.33 -> 2.07, 300x300x16 17.0 -> 15.8, 100x300x64
+// 22.6 -> 20.9, 100x300x256 84 -> 79).
 
 __attribute__((target("avx512f"))) void pack_b_gathered(const uint16_t* src, int64_t ldb, int64_t k_len, int64_t width,
                                                         int nr, bool f16, float* out) {
@@ -1038,7 +1039,7 @@ bool pack_b_widened(LowpStep step, jitmm_dtype b_type, const void* b, int64_t ld
     if (trans_b) {
         if (groups != k_len) return false;
         static const bool avx512 = hw::cpu_info().avx512f;
-        if (avx512 && (k_len < kGatherMaxK || f16) && nr % 16 == 0 && 15 * ldb * 2 < (int64_t(1) << 31)) {
+        if (avx512 && nr % 16 == 0 && 15 * ldb * 2 < (int64_t(1) << 31)) {
             pack_b_gathered(src + j0 * ldb + k0, ldb, k_len, width, nr, f16, static_cast<float*>(out));
             return true;
         }
