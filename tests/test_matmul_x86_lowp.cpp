@@ -3237,6 +3237,35 @@ TEST_CASE("x86 lowp planner: tiny products in batches take AMX where one tile co
     CHECK(step(8, 64, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32) == LowpStep::dot_bf16);
 }
 
+TEST_CASE("x86 lowp planner: short K over tile tails and C rows off lines leaves AMX", "[x86][lowp][plan]") {
+    // bf16 over a K of 6 or 8 with a row tail and C rows off 64-byte lines: the converted FMAs; batches of an s8 A
+    // over a K of 3-16 with column tails past one tile, rows off lines and small C: VNNI. Rows on lines, whole
+    // tiles, K outside the ranges and large C keep AMX.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    const auto step = [&](int64_t m, int64_t n, int64_t k, int64_t ldc, int64_t batch, jitmm_dtype in) {
+        const bool int8 = in == JITMM_DTYPE_S8;
+        jitmm::Problem p = planner_problem(m, n, k, false, false, in, int8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32);
+        p.ldc = ldc;
+        p.batch = batch;
+        p.stride_a = m * k; p.stride_b = k * n; p.stride_c = m * ldc;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout.step;
+    };
+    const jitmm_dtype bf16 = JITMM_DTYPE_BF16, s8 = JITMM_DTYPE_S8;
+    CHECK(step(100, 300, 6, 300, 1, bf16) == LowpStep::fma_f32);
+    CHECK(step(999, 999, 8, 999, 1, bf16) == LowpStep::fma_f32);
+    CHECK(step(200, 2000, 8, 2000, 1, bf16) == LowpStep::amx_bf16);  // rows on lines
+    CHECK(step(128, 100, 8, 100, 8, bf16) == LowpStep::amx_bf16);    // whole row tiles
+    CHECK(step(300, 1000, 10, 1000, 1, bf16) == LowpStep::amx_bf16);  // K = 10
+    CHECK(step(56, 57, 5, 57, 16, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(40, 70, 16, 70, 10, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(16, 32, 5, 32, 38, s8) == LowpStep::amx_int8);    // whole columns
+    CHECK(step(56, 57, 5, 64, 16, s8) == LowpStep::amx_int8);    // rows on lines
+    CHECK(step(56, 57, 32, 57, 16, s8) == LowpStep::amx_int8);   // K = 32
+    CHECK(step(105, 34, 2, 34, 2, s8) == LowpStep::amx_int8);    // K = 2
+    CHECK(step(1000, 100, 5, 100, 2, s8) == LowpStep::amx_int8);  // 100K values a batch
+}
+
 TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on VNNI below AMX", "[x86][lowp][plan]") {
     // Writing C is the work there, and vpdpbusd's stores stream where the AMX panels drain every block (u8
     // 512x512x8, 1 thread: AMX 31 us, VNNI 19). An s8 A (shift and column sums) only at two k groups and a wide C.

@@ -223,9 +223,11 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 5.15; K = 16: 56x57 x16 9.32 -> 7.17, 37x500 x4 12.2 -> 10.1, 40x70 NT x10 5.55 -> 4.41, 13x100 NT x8 and
         // 30x200 x6 even. Whole columns keep AMX (16x32 NT x38 4.1 against 5.3, 64x64 x16 6.9 against 9.3), and
         // so do K = 32 (16x36 NT x38 6.6 against 7.9), larger batches (1000x100 NT x2 21.7 against 31.6, 108x298x10
-        // x6 23.4 against 25.8) and K <= 2 (691x5x1 NT x2 1.2 against 3.9, 105x34x2 x2 0.92 against 1.10).
+        // x6 23.4 against 25.8), K <= 2 (691x5x1 NT x2 1.2 against 3.9, 105x34x2 x2 0.92 against 1.10) and a C
+        // of one column tile (8^3 x64 4.2 against 5.8).
         const bool batched_tail_vnni = p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 && p.batch > 1 &&
-                                       p.k >= kBatchedTailVnniMinK && p.k <= kBatchedTailVnniMaxK && p.n % 16 != 0 &&
+                                       p.k >= kBatchedTailVnniMinK && p.k <= kBatchedTailVnniMaxK &&
+                                       p.n > 16 && p.n % 16 != 0 &&
                                        (p.ldc * dtype_size(p.c_type)) % 64 != 0 &&
                                        double(p.m) * double(p.n) <= kBatchedTailVnniMaxC;
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni && !decode_vnni &&
