@@ -4028,3 +4028,89 @@ TEST_CASE("x86 lowp bf16: A stored K x M over a short K packed by permutes (K 1-
         }
     }
 }
+
+TEST_CASE("x86 lowp planner: decode rows over a B in L2 or a short K pack B in blocks that stay in L1",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    auto plan = [&](int64_t m, int64_t n, int64_t k, jitmm_dtype a, jitmm_dtype b, X86Isa isa, int64_t batch) {
+        jitmm::Problem p = planner_problem(m, n, k, false, false, a, b == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32);
+        p.b_type = b;
+        p.batch = batch;
+        p.stride_a = m * k;
+        p.stride_b = k * n;
+        p.stride_c = m * n;
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    auto block_bytes = [](const jitmm::plan::X86LowpPlan& pl) {
+        const int g = jitmm::plan::step_group(pl.layout.step);
+        return (pl.kc + g - 1) / g * 4 * pl.nc;
+    };
+    // One row tile (AMX) or VNNI decode rows: the packed K block within 16 KB, at least 64 columns.
+    const auto bf16 = plan(18, 2588, 24, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 1);
+    INFO(bf16.describe());
+    CHECK(bf16.layout.step == jitmm::plan::LowpStep::amx_bf16);
+    CHECK(bf16.nc == 256);
+    const auto s8 = plan(6, 2479, 42, JITMM_DTYPE_S8, JITMM_DTYPE_S8, X86Isa::amx, 1);
+    CHECK(s8.nc == 256);
+    const auto u8 = plan(4, 2000, 100, JITMM_DTYPE_U8, JITMM_DTYPE_S8, X86Isa::amx, 1);
+    CHECK(u8.layout.step == jitmm::plan::LowpStep::vnni_u8s8);
+    CHECK(block_bytes(u8) <= 16 * 1024);
+    CHECK(u8.nc >= 64);
+    const auto vnni_tier = plan(6, 2479, 42, JITMM_DTYPE_S8, JITMM_DTYPE_S8, X86Isa::avx512_vnni, 1);
+    CHECK(block_bytes(vnni_tier) <= 16 * 1024);
+    // Several K blocks of a B that stays in L2 (1 MB): small blocks too.
+    const auto long_k = plan(16, 2000, 512, JITMM_DTYPE_S8, JITMM_DTYPE_S8, X86Isa::amx, 1);
+    INFO(long_k.describe());
+    CHECK(long_k.k_blocks(512) > 1);
+    CHECK(block_bytes(long_k) <= 16 * 1024);
+    // A B from memory keeps the 2048-column blocks (each row read in long runs); so does one whose 64-column
+    // block would pass 16 KB. A short K keeps the L1 blocks even over batches that bring their own B.
+    CHECK(plan(16, 4096, 4096, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 1).nc == 2048);
+    CHECK(plan(8, 1024, 512, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 8).nc == 1024);
+    CHECK(plan(16, 781, 256, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 1).nc == 800);
+    CHECK(plan(18, 2588, 24, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 16).nc == 256);
+}
+
+// Decode rows over several of those L1 blocks of B: the column sums (s8 below AMX) restart per block, the K
+// blocks' strip, column tails, ld pads, epilogues, batches and 2 threads, at every tier.
+TEST_CASE("x86 lowp: decode rows over B packed in L1 blocks (column sums, K blocks, tails, tiers, threads)",
+          "[x86][lowp][amx]") {
+    std::mt19937 rng(2588);
+    struct Shape {
+        int64_t m, n, k, batch;
+        jitmm_dtype a, b;
+    };
+    const Shape shapes[] = {{18, 2588, 24, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                            {6, 2479, 42, 1, JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                            {4, 2000, 100, 2, JITMM_DTYPE_U8, JITMM_DTYPE_S8},
+                            {16, 2000, 512, 1, JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                            {3, 1500, 130, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                            {32, 700, 61, 3, JITMM_DTYPE_U8, JITMM_DTYPE_S8},
+                            {9, 999, 48, 1, JITMM_DTYPE_F16, JITMM_DTYPE_F16}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = s.a;
+                c.b = s.b;
+                c.c = is_int8(s.a) ? (it % 2 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32) : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = it % 3 == 2;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 == 1 ? 5 : 0;
+                c.ldc_pad = it % 4 == 1 ? 2 : 0;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = 0.5f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                } else {
+                    c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}

@@ -293,6 +293,29 @@ bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
     return (forced != nullptr && forced[0] == '1') || ceil_div(p.m, int64_t(L.mr)) <= kF16BInPlaceMaxRowTiles;
 }
 
+// Decode B blocks (one row tile, or the few of VNNI decode: each packed K block of B is read by those tiles' calls
+// right after it is packed) of at most this many bytes: the block is read back from L1, where a larger one (2048
+// columns) leaves L1 as it is written and comes back from L2, its lines evicting C's and B's on the way. Where
+// that leaves fewer than kDecodeL1BlockMinColumns (long K blocks) the blocks stay as they were: a call per panel
+// and a packer call per block cost more than the block saves (16x781x256 bf16: 20.2 -> 21.5 us at 64 columns).
+// For a B that stays in L2 (at most kDecodeL1BlockMaxBFraction of it) or K blocks of at most kDecodeL1BlockShortK
+// rows: narrow blocks of a B from memory walk down its rows a few lines each (8x1024x512 bf16 x8 800 -> 7570 us
+// at 64 columns), where a short K's rows are few enough streams. 1 thread, median us, 2048 -> L1 columns: bf16
+// 18x2588x24 9.7 -> 6.6, 16x3000x48 16.3 -> 10.0, 24x777x100 9.8 -> 6.6, 8x1536x512 80 -> 44; s8 6x2479x42 6.3
+// -> 3.5, 16x2000x512 65 -> 37, 30x1500x128 13.4 -> 9.6; u8 (VNNI) 4x2000x100 8.3 -> 5.5. Over 36 random decode
+// shapes (M 1-32, N 500-4096, K 8-256) budgets of 8, 12 and 16 KB all took 0.75x the time (geometric mean), 24 KB
+// 0.84x.
+constexpr int64_t kDecodeL1BlockBytes = 16 * 1024;
+constexpr int64_t kDecodeL1BlockMinColumns = 64;
+constexpr int64_t kDecodeL1BlockShortK = 64;
+constexpr double kDecodeL1BlockMaxBFraction = 0.75;
+
+bool decode_block_in_l1(const Problem& p, int64_t kc, int64_t l2) {
+    const double own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
+    const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * own_batches;
+    return kc <= kDecodeL1BlockShortK || b_bytes <= kDecodeL1BlockMaxBFraction * double(l2);
+}
+
 bool a_readable_in_place(const Problem& p, LowpStep step) {
     switch (step) {
         case LowpStep::amx_int8: case LowpStep::amx_bf16: case LowpStep::dot_bf16: return true;
@@ -913,6 +936,12 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // slow down 3x once the B block passes ~60% of a 2 MB L2 and spills to L3).
     plan.nc = std::max<int64_t>(nr, (long_k ? l2 / 2 : l2 / 4) / (kc_groups * 4) / nr * nr);
     if (decode) plan.nc = std::max<int64_t>(nr, kAmxDecodeColumns / nr * nr);  // AMX: nr 32 divides it
+    if (decode && decode_block_in_l1(p, plan.kc, l2)) {
+        int64_t budget = kDecodeL1BlockBytes;
+        if (const char* forced = std::getenv("JITMM_X86_LOWP_DECODE_BLOCK")) budget = std::atoll(forced);
+        const int64_t l1_columns = budget / (kc_groups * 4) / nr * nr;
+        if (l1_columns >= kDecodeL1BlockMinColumns) plan.nc = std::min(plan.nc, l1_columns);
+    }
     if (const char* forced = std::getenv("JITMM_X86_LOWP_NC"))  // tuning knobs, like JITMM_X86_LOWP_KC
         plan.nc = std::max<int64_t>(nr, std::atoll(forced) / nr * nr);
     plan.nc = std::min(plan.nc, round_up(p.n, nr));
