@@ -3610,6 +3610,14 @@ TEST_CASE("x86 lowp planner: f16 with B stored N x K takes dot products where th
     CHECK(few_columns.layout.dot_a_in_place);
     CHECK_FALSE(few_columns.pack_a);
     CHECK_FALSE(decode.layout.dot_a_in_place);
+    // Few rows whose one column tile is all of N read A in place too; two column tiles pack it.
+    const jitmm::plan::X86LowpPlan one_tile = plan(6, 2, 2227, false, true, X86Isa::amx);
+    CHECK(one_tile.layout.dot_nt);
+    CHECK(one_tile.layout.dot_a_in_place);
+    CHECK(one_tile.layout.a_row_bytes == 2227 * 2);
+    CHECK(plan(3, 8, 500, false, true, X86Isa::amx).layout.dot_a_in_place);
+    CHECK_FALSE(plan(12, 7, 600, false, true, X86Isa::amx).layout.dot_a_in_place);
+    CHECK_FALSE(plan(6, 2, 2227, true, true, X86Isa::amx).layout.dot_a_in_place);  // A stored K x M: packed
     // Not where the f32 engine packs B (a short K over several rows), for B stored K x N, or at the avx2 tier.
     CHECK_FALSE(plan(10, 365, 9, false, true, X86Isa::amx).layout.dot_nt);
     // A K under a vector: the packed path, except one row from 8 values.
@@ -3671,7 +3679,7 @@ TEST_CASE("x86 lowp f16: dot products over B stored N x K (K tails, A stored K x
 }
 
 TEST_CASE("x86 lowp planner: f16 prefetches C over a short K, takes all of K in one block over few panels, reads "
-          "A in place over one panel and K <= 2",
+          "A in place over one panel and K <= 2 (A stored K x M: K <= 16)",
           "[x86][lowp][plan]") {
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
@@ -3708,7 +3716,13 @@ TEST_CASE("x86 lowp planner: f16 prefetches C over a short K, takes all of K in 
     CHECK(in_place.layout.a_row_bytes == 2);
     CHECK(plan16(668, 5, 2, false, true, X86Isa::avx512_fp16).layout.a_f16_in_place);
     CHECK_FALSE(plan16(3535, 4, 3, false, false, X86Isa::amx).layout.a_f16_in_place);   // K past 2
-    CHECK_FALSE(plan16(3535, 4, 1, true, false, X86Isa::amx).layout.a_f16_in_place);    // A stored K x M
+    const jitmm::plan::X86LowpPlan columns = plan16(3535, 4, 1, true, false, X86Isa::amx);  // A stored K x M
+    CHECK(columns.layout.a_f16_in_place);
+    CHECK(columns.layout.a_row_bytes == 2);
+    CHECK(columns.layout.a_k_bytes == 3535 * 2);
+    CHECK(plan16(500, 16, 16, true, true, X86Isa::amx).layout.a_f16_in_place);         // up to K = 16 there
+    CHECK_FALSE(plan16(500, 16, 17, true, false, X86Isa::amx).layout.a_f16_in_place);
+    CHECK_FALSE(plan16(500, 100, 8, true, false, X86Isa::amx).layout.a_f16_in_place);  // many panels
     CHECK_FALSE(plan16(3535, 4, 1, false, false, X86Isa::avx512).layout.a_f16_in_place);  // no AVX512-FP16
     CHECK_FALSE(plan16(407, 749, 1, false, false, X86Isa::amx).layout.a_f16_in_place);  // many panels
     CHECK_FALSE(plan(3535, 4, 1, false, false, X86Isa::amx).layout.a_f16_in_place);     // the CPU lacks it
@@ -4108,6 +4122,47 @@ TEST_CASE("x86 lowp: decode rows over B packed in L1 blocks (column sums, K bloc
                 } else {
                     c.beta = it % 4 == 2 ? 1.0f : 0.0f;
                 }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
+// f16 A read in place where few rows' one column tile is all of N (dot products, A stored M x K), and an f16 A
+// stored K x M over one column panel and K <= 16 broadcast from its columns (vcvtph2psx, k lda apart): K tails of
+// the dot products' vectors, row tails, lda past M or K, B either way, batches, beta, epilogues, every tier (the
+// AVX512-FP16 tiers take the new paths, the others pack A as before), 1 and 2 threads.
+TEST_CASE("x86 lowp f16: A in place for one dot column tile and for A stored K x M over a short K",
+          "[x86][lowp]") {
+    std::mt19937 rng(2227);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    const Shape shapes[] = {{6, 2, 2227, 1, false, true},  {4, 2, 1306, 2, false, true}, {3, 8, 45, 1, false, true},
+                            {1, 16, 33, 3, false, true},   {5, 4, 100, 1, false, true},  {1059, 40, 3, 2, true, false},
+                            {1686, 4, 3, 2, true, true},   {500, 16, 8, 1, true, false}, {97, 13, 16, 3, true, true},
+                            {29, 1, 1, 1, true, false},    {301, 33, 12, 1, true, false}, {45, 7, 5, 2, true, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = c.b = JITMM_DTYPE_F16;
+                c.c = it % 4 == 3 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = s.tb;
+                c.lda_pad = it % 2 ? 5 : 0;
+                c.ldb_pad = it % 3 ? 3 : 0;
+                c.ldc_pad = it % 4 == 1 ? 7 : 0;
+                c.poison_pads = true;
+                c.beta = it % 4 == 2 ? 0.5f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_ERF : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
                 check_case(e.e, c, rng);
                 ++it;
             }

@@ -277,8 +277,9 @@ constexpr int64_t kF16BStreamedKBlock = 32;
 constexpr int64_t kF16WholeKMaxPanels = 2;
 // fma_f32 up to this K prefetches the C tile before the K loop (LowpLayout::c_prefetch), as the f32 family does.
 constexpr int64_t kMaxKForCTilePrefetch = 12;
-// f16 A read in place over one column panel up to this K (see the planner).
+// f16 A read in place over one column panel up to this K (see the planner), stored M x K or K x M.
 constexpr int64_t kF16AInPlaceMaxK = 2;
+constexpr int64_t kF16TransposedAInPlaceMaxK = 16;
 constexpr int kF16BRowPrefetchSteps = 32;
 
 bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
@@ -541,7 +542,12 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
     // f16 over many rows (the few-columns case): A's rows in place, each read once per column tile, where packing
     // them wrote and read back twice A's bytes (1 thread, median us, packed -> in place (f32): NT 94x2x2631
     // 28.8 -> 11.0 (12.9), 33x2x3487 x13 346 -> 251 (404), 23x7x1892 x7 53 -> 39 (34), 200x8x1000 38 -> 29 (17)).
-    if (L.step == LowpStep::fma_f32 && !p.trans_a && p.m > kDotMaxRows &&
+    // And over fewer rows where one column tile is all of N: each A row is then widened once either way (1
+    // thread, median us of 3 rounds, packed -> in place (f32): NT 6x2x2227 1.56 -> 0.71 (0.66), 4x2x1306 0.36 ->
+    // 0.30 (0.21); more column tiles lost, each widening A's rows again: 8x16x1000 2.23 -> 2.42, 4x64x512 1.99 ->
+    // 2.54).
+    const bool one_column_tile = p.n <= L.nv;
+    if (L.step == LowpStep::fma_f32 && !p.trans_a && (p.m > kDotMaxRows || one_column_tile) &&
         int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31)) {
         L.dot_a_in_place = true;
         plan.pack_a = false;
@@ -873,12 +879,22 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // 10-18% slower, K = 6 35-44%, 888x10x234 x20 1675 -> 6181.
         const char* a_in_place_env = std::getenv("JITMM_X86_LOWP_F16_A_IN_PLACE");  // 0/1: measurements
         const bool a_in_place_forced = a_in_place_env != nullptr && a_in_place_env[0] == '1';
-        if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && !p.trans_a &&
+        // An f16 A stored K x M (the same tiers and one column panel) up to kF16TransposedAInPlaceMaxK: its packing is
+        // a transpose (gathers down the stored rows), dearer than the widening of rows above, so the broadcasts
+        // pay over a longer K. 1 thread, median us of 3 rounds, packed -> in place (f32): TN 1059x40x3 x4 29.6 ->
+        // 13.0 (13.2), 1686x4x3 TT x2 16.9 -> 4.7 (3.8), 500x16x8 3.03 -> 1.82 (0.74), 300x4x12 2.10 -> 1.67,
+        // 500x16x12 3.45 -> 2.78, 1000x60x12 13.8 -> 11.9; K = 24 about even (0.93-1.07), 32 to 48 slower (1.02-1.22),
+        // 2000x5x16 TT 14.7 -> 13.9 (7.0: at one column vector each widened value serves one FMA).
+        const bool rows_fit = !p.trans_a && (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
+                              int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31);
+        const bool columns_fit = p.trans_a && (p.k <= kF16TransposedAInPlaceMaxK || a_in_place_forced) &&
+                                 int64_t(L.k_unroll) * p.lda * dtype_size(p.a_type) + L.mr * 2 < (int64_t(1) << 31);
+        if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && (rows_fit || columns_fit) &&
             isa >= hw::X86Isa::avx512_fp16 && cpu.avx512_fp16 && p.n <= int64_t(L.nr()) &&
-            (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
-            int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31) &&
-            (a_in_place_env == nullptr || a_in_place_env[0] != '0'))
+            (a_in_place_env == nullptr || a_in_place_env[0] != '0')) {
             L.a_f16_in_place = true;
+            L.a_k_bytes = p.trans_a ? p.lda * dtype_size(p.a_type) : dtype_size(p.a_type);
+        }
         if (f16_b_in_place_fits(p, L)) {
             L.b_in_place = true;
             L.b_row_bytes = p.ldb * dtype_size(p.b_type);
@@ -1060,6 +1076,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const bool f16_gathered_a = p.a_type == JITMM_DTYPE_F16 && p.trans_a;
     if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64 && !f16_gathered_a) plan.a_panel_ld = round_up(p.k, g);
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
+    if (L.a_f16_in_place && p.trans_a) L.a_row_bytes = dtype_size(p.a_type);  // rows adjacent, k lda apart
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
     choose_split(p, plan, per_batch, l2);
@@ -1109,7 +1126,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));
     if (L.b_in_place) w.i64('B', L.b_row_bytes).i64('F', L.b_prefetch_k);
     if (L.c_prefetch) w.i64('P', 1);
-    if (L.a_f16_in_place) w.i64('H', 1);
+    if (L.a_f16_in_place) w.i64('H', L.a_k_bytes);
 }
 
 }  // namespace jitmm::plan

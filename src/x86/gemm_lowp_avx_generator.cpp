@@ -142,7 +142,7 @@ private:
             for (int j = 0; j < nvec_; ++j) vmovups(bvec(j), ptr[rsi + u * b_group_bytes() + j * vector_bytes()]);
         for (int i = 0; i < rows_; ++i) {
             if (L_.a_f16_in_place) {
-                vcvtph2psx(bcast(), ptr_b[rdi + i * L_.a_row_bytes + u * 2]);  // one f16 broadcast, widened
+                vcvtph2psx(bcast(), ptr_b[rdi + i * L_.a_row_bytes + u * L_.a_k_bytes]);  // one f16, widened
                 for (int j = 0; j < nvec_; ++j) multiply(bcast(), i, j);
                 continue;
             }
@@ -161,7 +161,8 @@ private:
             mov(r8, iterations);
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
-            add(rdi, unroll * (L_.a_f16_in_place ? 2 : 4));
+            if (L_.a_f16_in_place) add(rdi, static_cast<uint32_t>(unroll * L_.a_k_bytes));
+            else add(rdi, unroll * 4);
             add(rsi, static_cast<uint32_t>(unroll * (L_.b_in_place ? L_.b_row_bytes : b_group_bytes())));
             dec(r8);
             jnz(loop, T_NEAR);
@@ -361,6 +362,9 @@ LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<Low
                               int64_t(layout.k_unroll + 1) * layout.b_row_bytes >= (int64_t(1) << 31)))
         fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: B in place needs an f16 B, fma_f32, AVX-512 and "
                                           "32-bit row offsets");
+    if (layout.a_f16_in_place &&
+        int64_t(layout.mr) * layout.a_row_bytes + int64_t(layout.k_unroll) * layout.a_k_bytes >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: f16 A in place past 32-bit displacements");
     const int nr = layout.nr();
     size_t capacity = 16384;
     for (const auto& v : variants) {

@@ -508,6 +508,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         return a_panel;
                     }
                     call.a_stride = p_.lda * a_size;
+                    if (p_.trans_a) return ch.a + (k0 * p_.lda + ir) * a_size;  // f16 in place (a_f16_in_place)
                     const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
                     if (tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
                         return copy_last_rows(ch.a + (ir * p_.lda + k0) * a_size, rows, k0, p_.lda);
@@ -637,6 +638,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
             return a_panel;
         }
         call.a_stride = p_.lda * a_size;
+        if (p_.trans_a) return a + ir * a_size;  // f16 in place (a_f16_in_place), stored K x M
         const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
         if (tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
             return copy_last_rows(a + ir * p_.lda * a_size, rows, 0, p_.lda);
