@@ -4169,3 +4169,69 @@ TEST_CASE("x86 lowp f16: A in place for one dot column tile and for A stored K x
         }
     }
 }
+
+TEST_CASE("x86 lowp planner: f16 over at most 8 columns of B stored K x N takes two k values a step from K = 8",
+          "[x86][lowp][plan]") {
+    jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    cpu.avx512_fp16 = true;
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
+        const jitmm::Problem p = planner_problem(m, n, k, ta, tb, JITMM_DTYPE_F16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    const jitmm::plan::X86LowpPlan pairs = plan(187, 6, 68, false, false, X86Isa::amx);
+    INFO(pairs.describe());
+    CHECK(pairs.layout.f16_k_pairs);
+    CHECK(pairs.layout.nv == 1);
+    CHECK(pairs.pack_a);
+    CHECK_FALSE(pairs.layout.b_in_place);
+    CHECK(plan(115, 4, 707, false, false, X86Isa::avx512).layout.f16_k_pairs);
+    CHECK(plan(200, 5, 32, true, false, X86Isa::amx).layout.f16_k_pairs);   // A stored K x M past K = 12
+    CHECK(plan(200, 5, 12, true, false, X86Isa::avx512).layout.f16_k_pairs);  // no AVX512-FP16: no A in place
+    CHECK_FALSE(plan(200, 5, 12, true, false, X86Isa::amx).layout.f16_k_pairs);  // A in place there instead
+    CHECK(plan(200, 5, 12, true, false, X86Isa::amx).layout.a_f16_in_place);
+    CHECK(plan(200, 5, 16, true, false, X86Isa::amx).layout.f16_k_pairs);
+    CHECK_FALSE(plan(300, 8, 6, false, false, X86Isa::amx).layout.f16_k_pairs);  // K under 8
+    CHECK_FALSE(plan(300, 9, 64, false, false, X86Isa::amx).layout.f16_k_pairs);  // past 8 columns
+    CHECK_FALSE(plan(300, 8, 64, false, true, X86Isa::amx).layout.f16_k_pairs);   // B stored N x K
+    CHECK_FALSE(plan(300, 8, 64, false, false, X86Isa::avx2).layout.f16_k_pairs);
+}
+
+// The k pairs: K odd and even (the last value alone), K blocks with the strip between them, 1-8 columns, row tails,
+// A stored either way (packed), ld pads, batches, beta, bias per row and column, activations, f16 C, every tier
+// (below AVX-512 the one-k path), 1 and 2 threads.
+TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and long, layouts, tiers, threads)",
+          "[x86][lowp]") {
+    std::mt19937 rng(707);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta;
+    };
+    const Shape shapes[] = {{187, 6, 68, 1, false}, {115, 4, 707, 1, false}, {42, 8, 84, 2, false},
+                            {91, 2, 29, 3, false},  {33, 1, 9, 1, false},    {300, 7, 8, 1, false},
+                            {200, 5, 33, 2, true},  {57, 3, 1001, 1, true},  {29, 8, 16, 1, true},
+                            {1000, 3, 17, 1, false}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = c.b = JITMM_DTYPE_F16;
+                c.c = it % 4 == 3 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = s.ta;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 ? 9 : 0;
+                c.ldc_pad = it % 4 == 1 ? 5 : 0;
+                c.poison_pads = true;
+                c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+                c.alpha = it % 5 == 4 ? 0.5f : 1.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_SILU : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}

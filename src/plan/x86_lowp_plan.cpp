@@ -280,6 +280,9 @@ constexpr int64_t kMaxKForCTilePrefetch = 12;
 // f16 A read in place over one column panel up to this K (see the planner), stored M x K or K x M.
 constexpr int64_t kF16AInPlaceMaxK = 2;
 constexpr int64_t kF16TransposedAInPlaceMaxK = 16;
+constexpr int64_t kF16KPairsTransposedAInPlaceMaxK = 12;  // where the k pairs serve instead past it
+// f16 k pairs (LowpLayout::f16_k_pairs) from this K (see the planner).
+constexpr int64_t kF16KPairsMinK = 8;
 constexpr int kF16BRowPrefetchSteps = 32;
 
 bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
@@ -887,7 +890,17 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // 2000x5x16 TT 14.7 -> 13.9 (7.0: at one column vector each widened value serves one FMA).
         const bool rows_fit = !p.trans_a && (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
                               int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31);
-        const bool columns_fit = p.trans_a && (p.k <= kF16TransposedAInPlaceMaxK || a_in_place_forced) &&
+        // f16 with at most 8 columns of a B stored K x N over one vector (LowpLayout::f16_k_pairs) from a K of
+        // kF16KPairsMinK: one FMA a row for two k values of the packed A, where the vector's lanes past the 8
+        // columns multiplied padding. 1 thread, median us of 3 rounds, packed A one k a step -> k pairs (f32): NN
+        // 187x6x68 2.84 -> 1.87 (2.24), 115x4x707 18.2 -> 11.5 (14.1), 42x8x84 0.83 -> 0.57 (0.63), 1000x3x16 3.94 ->
+        // 3.00, 2000x7x8 4.58 -> 4.18, 300x8x32 2.39 -> 1.50, TN 200x5x32 2.47 -> 2.01; K = 4-6 even (0.96-1.05).
+        // An A stored K x M broadcast in place (below) still wins up to K = 12 (1 thread, median us, in place / k
+        // pairs: TN 1059x8x8 x2 7.3 / 11.8, 500x2x12 2.7 / 3.0, 500x2x16 3.6 / 3.2).
+        const bool k_pairs_fit = L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && !p.trans_b &&
+                                 L.isa >= hw::X86Isa::avx512 && L.nv == 1 && p.n <= 8 && p.k >= kF16KPairsMinK;
+        const int64_t columns_max_k = k_pairs_fit ? kF16KPairsTransposedAInPlaceMaxK : kF16TransposedAInPlaceMaxK;
+        const bool columns_fit = p.trans_a && (p.k <= columns_max_k || a_in_place_forced) &&
                                  int64_t(L.k_unroll) * p.lda * dtype_size(p.a_type) + L.mr * 2 < (int64_t(1) << 31);
         if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && (rows_fit || columns_fit) &&
             isa >= hw::X86Isa::avx512_fp16 && cpu.avx512_fp16 && p.n <= int64_t(L.nr()) &&
@@ -895,7 +908,8 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
             L.a_f16_in_place = true;
             L.a_k_bytes = p.trans_a ? p.lda * dtype_size(p.a_type) : dtype_size(p.a_type);
         }
-        if (f16_b_in_place_fits(p, L)) {
+        L.f16_k_pairs = k_pairs_fit && !L.a_f16_in_place;
+        if (!L.f16_k_pairs && f16_b_in_place_fits(p, L)) {
             L.b_in_place = true;
             L.b_row_bytes = p.ldb * dtype_size(p.b_type);
             // Only A's panel stays in L1, and it has at most M rows.
@@ -1104,7 +1118,8 @@ std::string X86LowpPlan::describe() const {
                   layout.b_in_place ? " directB" : "",
                   layout.compensate || layout.dot_row_comp ? " comp" : "",
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
-                  layout.a_last_step_copied ? " copyK" : "", layout.c_prefetch ? " prefetchC" : "", threads,
+                  layout.a_last_step_copied ? " copyK" : layout.f16_k_pairs ? " kPairs" : "",
+                  layout.c_prefetch ? " prefetchC" : "", threads,
                   m_chunks, n_chunks);
     return buf;
 }
@@ -1127,6 +1142,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.b_in_place) w.i64('B', L.b_row_bytes).i64('F', L.b_prefetch_k);
     if (L.c_prefetch) w.i64('P', 1);
     if (L.a_f16_in_place) w.i64('H', L.a_k_bytes);
+    if (L.f16_k_pairs) w.i64('k', 1);
 }
 
 }  // namespace jitmm::plan

@@ -163,6 +163,12 @@ struct LowpLayout {
     // lda * 2 for an A stored K x M).
     bool a_f16_in_place = false;
     int64_t a_k_bytes = 2;
+    // fma_f32 over an f16 A stored M x K and a B stored K x N of at most 8 columns (one vector, half of it padding
+    // as one k a step): two k values a step, B packed with them interleaved in the vector's lanes (column c at k + e
+    // in lane 2c + e), A read in place a dword (two f16 values) a row, broadcast to every lane pair and widened:
+    // one conversion a row per two k values, as many as the FMAs, and no packed A. The pairs' lanes are summed
+    // before the epilogue. a_row_bytes: A's row stride (bytes).
+    bool f16_k_pairs = false;
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
     int nr() const { return dot_nt ? nv : nv * (step_is_amx(step) ? 16 : vlen()); }
