@@ -4170,7 +4170,7 @@ TEST_CASE("x86 lowp f16: A in place for one dot column tile and for A stored K x
     }
 }
 
-TEST_CASE("x86 lowp planner: f16 over at most 8 columns of B stored K x N takes two k values a step from K = 8",
+TEST_CASE("x86 lowp planner: f16 over at most 8 columns takes two k values a step from K = 8",
           "[x86][lowp][plan]") {
     jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     cpu.avx512_fp16 = true;
@@ -4192,24 +4192,26 @@ TEST_CASE("x86 lowp planner: f16 over at most 8 columns of B stored K x N takes 
     CHECK(plan(200, 5, 16, true, false, X86Isa::amx).layout.f16_k_pairs);
     CHECK_FALSE(plan(300, 8, 6, false, false, X86Isa::amx).layout.f16_k_pairs);  // K under 8
     CHECK_FALSE(plan(300, 9, 64, false, false, X86Isa::amx).layout.f16_k_pairs);  // past 8 columns
-    CHECK_FALSE(plan(300, 8, 64, false, true, X86Isa::amx).layout.f16_k_pairs);   // B stored N x K
+    CHECK(plan(24, 8, 29, false, true, X86Isa::amx).layout.f16_k_pairs);           // B stored N x K
+    CHECK(plan(1000, 3, 16, false, true, X86Isa::amx).layout.f16_k_pairs);
     CHECK_FALSE(plan(300, 8, 64, false, false, X86Isa::avx2).layout.f16_k_pairs);
 }
 
 // The k pairs: K odd and even (the last value alone), K blocks with the strip between them, 1-8 columns, row tails,
-// A stored either way (packed), ld pads, batches, beta, bias per row and column, activations, f16 C, every tier
+// A stored either way (packed), B either way (rows interleaved, or stored rows' dwords gathered), ld pads, batches, beta, bias per row and column, activations, f16 C, every tier
 // (below AVX-512 the one-k path), 1 and 2 threads.
-TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and long, layouts, tiers, threads)",
+TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and long, all layouts, tiers, threads)",
           "[x86][lowp]") {
     std::mt19937 rng(707);
     struct Shape {
         int64_t m, n, k, batch;
-        bool ta;
+        bool ta, tb;
     };
-    const Shape shapes[] = {{187, 6, 68, 1, false}, {115, 4, 707, 1, false}, {42, 8, 84, 2, false},
-                            {91, 2, 29, 3, false},  {33, 1, 9, 1, false},    {300, 7, 8, 1, false},
-                            {200, 5, 33, 2, true},  {57, 3, 1001, 1, true},  {29, 8, 16, 1, true},
-                            {1000, 3, 17, 1, false}};
+    const Shape shapes[] = {{187, 6, 68, 1, false, false}, {115, 4, 707, 1, false, false}, {42, 8, 84, 2, false, false},
+                            {91, 2, 29, 3, false, false},  {33, 1, 9, 1, false, false},    {300, 7, 8, 1, false, false},
+                            {200, 5, 33, 2, true, false},  {57, 3, 1001, 1, true, false},  {29, 8, 16, 1, true, false},
+                            {1000, 3, 17, 1, false, false}, {24, 8, 29, 1, false, true},   {1000, 3, 16, 2, false, true},
+                            {200, 5, 33, 1, true, true},    {64, 7, 9, 4, false, true},    {45, 1, 101, 1, false, true}};
     for (const Tier& tier : runnable_tiers()) {
         INFO("tier " << tier.name);
         for (int threads : {1, 2}) {
@@ -4221,6 +4223,7 @@ TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and l
                 c.c = it % 4 == 3 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
                 c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
                 c.ta = s.ta;
+                c.tb = s.tb;
                 c.lda_pad = it % 2 ? 3 : 0;
                 c.ldb_pad = it % 3 ? 9 : 0;
                 c.ldc_pad = it % 4 == 1 ? 5 : 0;

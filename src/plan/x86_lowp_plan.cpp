@@ -890,15 +890,17 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // 2000x5x16 TT 14.7 -> 13.9 (7.0: at one column vector each widened value serves one FMA).
         const bool rows_fit = !p.trans_a && (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
                               int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31);
-        // f16 with at most 8 columns of a B stored K x N over one vector (LowpLayout::f16_k_pairs) from a K of
-        // kF16KPairsMinK: one FMA a row for two k values of the packed A, where the vector's lanes past the 8
-        // columns multiplied padding. 1 thread, median us of 3 rounds, packed A one k a step -> k pairs (f32): NN
-        // 187x6x68 2.84 -> 1.87 (2.24), 115x4x707 18.2 -> 11.5 (14.1), 42x8x84 0.83 -> 0.57 (0.63), 1000x3x16 3.94 ->
-        // 3.00, 2000x7x8 4.58 -> 4.18, 300x8x32 2.39 -> 1.50, TN 200x5x32 2.47 -> 2.01; K = 4-6 even (0.96-1.05).
+        // f16 with at most 8 columns over one vector (LowpLayout::f16_k_pairs) from a K of kF16KPairsMinK: one FMA
+        // a row for two k values of the packed A, where the vector's lanes past the 8 columns multiplied padding.
+        // 1 thread, median us of 3 rounds, packed A one k a step -> k pairs (f32): NN 187x6x68 2.84 -> 1.87 (2.24),
+        // 115x4x707 18.2 -> 11.5 (14.1), 42x8x84 0.83 -> 0.57 (0.63), 1000x3x16 3.94 -> 3.00, 2000x7x8 4.58 -> 4.18,
+        // 300x8x32 2.39 -> 1.50, TN 200x5x32 2.47 -> 2.01; NT 24x8x29 0.27 -> 0.20, 1000x3x16 3.50 -> 2.92, TT
+        // 200x5x33 2.72 -> 2.39; K = 4-6 even (0.96-1.05).
         // An A stored K x M broadcast in place (below) still wins up to K = 12 (1 thread, median us, in place / k
         // pairs: TN 1059x8x8 x2 7.3 / 11.8, 500x2x12 2.7 / 3.0, 500x2x16 3.6 / 3.2).
-        const bool k_pairs_fit = L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && !p.trans_b &&
-                                 L.isa >= hw::X86Isa::avx512 && L.nv == 1 && p.n <= 8 && p.k >= kF16KPairsMinK;
+        const bool k_pairs_fit = L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 &&
+                                 L.isa >= hw::X86Isa::avx512 && L.nv == 1 && p.n <= 8 && p.k >= kF16KPairsMinK &&
+                                 (!p.trans_b || 7 * p.ldb * dtype_size(p.b_type) < (int64_t(1) << 31));
         const int64_t columns_max_k = k_pairs_fit ? kF16KPairsTransposedAInPlaceMaxK : kF16TransposedAInPlaceMaxK;
         const bool columns_fit = p.trans_a && (p.k <= columns_max_k || a_in_place_forced) &&
                                  int64_t(L.k_unroll) * p.lda * dtype_size(p.a_type) + L.mr * 2 < (int64_t(1) << 31);

@@ -163,11 +163,10 @@ struct LowpLayout {
     // lda * 2 for an A stored K x M).
     bool a_f16_in_place = false;
     int64_t a_k_bytes = 2;
-    // fma_f32 over an f16 A stored M x K and a B stored K x N of at most 8 columns (one vector, half of it padding
-    // as one k a step): two k values a step, B packed with them interleaved in the vector's lanes (column c at k + e
-    // in lane 2c + e), A read in place a dword (two f16 values) a row, broadcast to every lane pair and widened:
-    // one conversion a row per two k values, as many as the FMAs, and no packed A. The pairs' lanes are summed
-    // before the epilogue. a_row_bytes: A's row stride (bytes).
+    // fma_f32 over f16 with a B of at most 8 columns (one vector, half of it or more padding as one k a step): two
+    // k values a step, B packed with them interleaved in the vector's lanes (column c at k + e in lane 2c + e), the
+    // packed A's two f32 values of a row broadcast to every lane pair: one FMA a row for two k values. The pairs'
+    // lanes are summed before the epilogue.
     bool f16_k_pairs = false;
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes

@@ -419,7 +419,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
         const int64_t k0 = kb * plan_.kc;
         const int64_t k_len = std::min(plan_.kc, p_.k - k0);
         uint8_t* panels = b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
-        if (L.f16_k_pairs) pack_b_f16_k_pairs(ch.b, p_.ldb, k0, k_len, jc, n_cur, panels);
+        if (L.f16_k_pairs) pack_b_f16_k_pairs(ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, panels);
         else
             pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
                         panel_groups(L, k_len), panels, comp, pack_vbmi_);
@@ -688,7 +688,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
         const auto* b = static_cast<const uint8_t*>(args.b) + bt * p_.stride_b * b_size;
         int32_t* sums = comp ? comp + i * comp_stride : nullptr;
         if (sums) std::memset(sums, 0, static_cast<size_t>(comp_stride * 4));
-        if (L.f16_k_pairs) pack_b_f16_k_pairs(b, p_.ldb, 0, p_.k, 0, p_.n, b_packed + i * b_stride);
+        if (L.f16_k_pairs) pack_b_f16_k_pairs(b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, b_packed + i * b_stride);
         else
             pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
                         b_packed + i * b_stride, sums, pack_vbmi_);
