@@ -1316,6 +1316,78 @@ TEST_CASE("x86 lowp AMX: C written with non-temporal stores (aligned rows stream
     }
 }
 
+TEST_CASE("x86 lowp AMX: C rows off cache lines staged through the L1 block (plain stores)", "[x86][lowp][amx]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
+        WARN("SKIPPED: no usable AMX on this CPU");
+        return;
+    }
+    // JITMM_X86_LOWP_STAGE_C=1 stages every direct-store layout whose C rows start off 64-byte lines (ldc not a
+    // multiple of 16 elements): full 32-column panels go through the stack block and are copied out over the
+    // next panel's K steps, column tails keep tile stores. Several K and N blocks, one K step per panel (the
+    // copy-out all at the next store) and long ones, A packed or in place, transposed B, batches (each batch's C
+    // at another offset from a line), f32 / s32 C with scales beside it (the vector epilogue), threads 1-4.
+    std::optional<EnvGuard> stage;
+    stage.emplace("JITMM_X86_LOWP_STAGE_C", "1");
+    std::mt19937 rng(7171);
+    for (int threads : {1, 2, 3, 4}) {
+        INFO("threads " << threads);
+        EngineGuard e{make_engine("amx", threads)};
+        int it = 0;
+        for (jitmm_dtype t : {JITMM_DTYPE_S8, JITMM_DTYPE_U8, JITMM_DTYPE_BF16}) {
+            for (int s = 0; s < 6; ++s, ++it) {
+                const bool int8 = t != JITMM_DTYPE_BF16;
+                const int64_t esz = int8 ? 1 : 2;
+                std::optional<EnvGuard> kc, nc;
+                if (s < 2) {
+                    kc.emplace("JITMM_X86_LOWP_KC", int8 ? "128" : "64");
+                    nc.emplace("JITMM_X86_LOWP_NC", s == 1 ? "160" : "96");
+                }
+                Case c;
+                c.a = t;
+                c.b = int8 ? JITMM_DTYPE_S8 : t;
+                c.c = int8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32;
+                c.m = std::vector<int64_t>{64, 45, 97, 33, 70, 130}[s];
+                c.n = std::vector<int64_t>{256, 201, 330, 999, 96, 255}[s];
+                c.k = std::vector<int64_t>{384, 640, 64, 4096 + 64, 1024, 512}[s] / esz;
+                c.tb = it % 2 == 1;
+                c.batch = s == 1 || s == 4 ? 3 : 1;
+                c.ldc_pad = std::vector<int64_t>{1, 5, 3, 0, 7, 0}[s];
+                c.lda_pad = s == 4 ? 4096 / esz : 0;
+                if (s == 5 && it % 3 == 0) {  // the epilogue variants beside the staged layout
+                    c.c = JITMM_DTYPE_F32;
+                    c.alpha = int8 ? 0.01f : 1.0f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                }
+                check_case(e.e, c, rng);
+            }
+        }
+    }
+    // Without the knob the planner stages a C of rows off lines past 128 KB over K blocks of 4 steps or more, and
+    // keeps tile stores for rows on lines, a short K or a C that stays small.
+    stage.reset();
+    EngineGuard e{make_engine("amx", 1)};
+    auto recipe_of = [&](int64_t m, int64_t n, int64_t k, int64_t ldc) {
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = m; d.n = n; d.k = k; d.ldc = ldc;
+        d.a_type = d.b_type = JITMM_DTYPE_S8;
+        d.c_type = JITMM_DTYPE_S32;
+        jitmm_kernel* kernel = nullptr;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        jitmm_kernel_get_info(kernel, &info);
+        std::string r = info.recipe;
+        jitmm_kernel_release(kernel);
+        return r;
+    };
+    CHECK(recipe_of(256, 999, 512, 999).find("stageC") != std::string::npos);
+    CHECK(recipe_of(256, 992, 512, 1000).find("stageC") != std::string::npos);
+    CHECK(recipe_of(256, 992, 512, 992).find("stageC") == std::string::npos);  // rows on lines
+    CHECK(recipe_of(256, 999, 64, 999).find("stageC") == std::string::npos);   // one K step a panel
+    CHECK(recipe_of(32, 255, 512, 255).find("stageC") == std::string::npos);   // 32 KB of C
+}
+
 TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks gives the same results",
           "[x86][lowp]") {
     // Row-major B (K x N) through both packers: int8 k groups of 4 (with the column sums of the compensation)

@@ -36,6 +36,15 @@ TEST_CASE("zmm encoder: the same bytes as Xbyak", "[x86][encoder]") {
                 jitmm::x86::add_zmm(mine, d, a, b);
                 xbyak.vaddps(Xbyak::Zmm(d), Xbyak::Zmm(a), Xbyak::Zmm(b));
                 REQUIRE(mine.take() == xbyak.take());
+                jitmm::x86::zmm_op(mine, jitmm::x86::kZmmPxord, d, a, b);
+                xbyak.vpxord(Xbyak::Zmm(d), Xbyak::Zmm(a), Xbyak::Zmm(b));
+                REQUIRE(mine.take() == xbyak.take());
+                jitmm::x86::zmm_op(mine, jitmm::x86::kZmmDpbusd, d, a, b);
+                xbyak.vpdpbusd(Xbyak::Zmm(d), Xbyak::Zmm(a), Xbyak::Zmm(b));
+                REQUIRE(mine.take() == xbyak.take());
+                jitmm::x86::zmm_op(mine, jitmm::x86::kZmmDpbf16ps, d, a, b);
+                xbyak.vdpbf16ps(Xbyak::Zmm(d), Xbyak::Zmm(a), Xbyak::Zmm(b));
+                REQUIRE(mine.take() == xbyak.take());
             }
         }
     }
@@ -49,6 +58,9 @@ TEST_CASE("zmm encoder: the same bytes as Xbyak", "[x86][encoder]") {
                 INFO("zmm" << d << ", [" << base.toString() << " + " << disp << "]");
                 jitmm::x86::broadcast_zmm(mine, d, base, disp);
                 xbyak.vbroadcastss(Xbyak::Zmm(d), xbyak.ptr[base + disp]);
+                REQUIRE(mine.take() == xbyak.take());
+                jitmm::x86::broadcast_dword_zmm(mine, d, base, disp);
+                xbyak.vpbroadcastd(Xbyak::Zmm(d), xbyak.ptr[base + disp]);
                 REQUIRE(mine.take() == xbyak.take());
                 jitmm::x86::load_zmm(mine, d, base, disp);
                 xbyak.vmovups(Xbyak::Zmm(d), xbyak.ptr[base + disp]);

@@ -136,11 +136,18 @@ constexpr int64_t kMaxInPlaceAPanels = 4;
 // Whether a register tile `nr` wide leaves A to be packed (several panels across N, several row tiles,
 // and an A too large to stay in cache): the planner's pack_a rule below, before aliasing.
 bool tile_packs_a(const Problem& p, int mr, int64_t nr, int64_t l2) {
-    const bool a_small = 4.0 * double(p.m) * double(p.k) <= double(l2) / 4;
+    const double a_bytes = 4.0 * double(p.m) * double(p.k), b_bytes = 4.0 * double(p.k) * double(p.n);
+    const bool a_small = a_bytes <= double(l2) / 4;
     // (Priced for every tile narrower than N: a large A read in place across its few panels, below, is also
     // slower than the tile as wide as N that reads it once: 3136x64x4608 14x32 in place 0.65x of 6x64.)
+    // Except where A and B both stay in L2 and N is up to 3 panels: they then read A's rows from L2 again, not
+    // from memory (1 thread, medians of 5 alternated: 335x91x563 14x32 tiles with A in place 174 us, the 4x96
+    // tile as wide as N 198; 700x70x256 NT 129-161 against 151-160); four panels lose (250x180x600: 8x48 with
+    // A in place 270 us, 14x32 packing A 258).
+    const bool panels_read_a_from_l2 =
+        !p.trans_a && ceil_div(p.n, nr) < kMaxInPlaceAPanels && a_bytes + b_bytes <= double(l2) * 3 / 4;
     // A stored K x M is packed by any tile (see kPackTransposedACyclesPerRow and the pack_a rule).
-    return (ceil_div(p.n, nr) > 1 || p.trans_a) && ceil_div(p.m, mr) > 1 && !a_small;
+    return (ceil_div(p.n, nr) > 1 || p.trans_a) && ceil_div(p.m, mr) > 1 && !a_small && !panels_read_a_from_l2;
 }
 
 // Cycles per k step, per column of B, of packing a B as stored: the driver reads a B of few row tiles (at

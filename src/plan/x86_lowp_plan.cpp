@@ -28,6 +28,10 @@ constexpr int64_t kAmxDecodeRowBytes = 2048;  // AMX K block with one row tile
 constexpr int64_t kAmxDecodeColumns = 2048;   // AMX B block width with one row tile
 constexpr int64_t kAmxDecodePackedBytes = 512 * 1024;  // AMX, one row tile: a K block of packed B up to this
 constexpr int64_t kAmxStreamedCBytes = int64_t(4) << 20;  // AMX: C from this size written non-temporally
+// AMX: C rows off 64-byte lines staged through the L1 block from this much C and this many bytes of K per panel
+// (the copy-out spreads over the next panel's K steps: fewer steps bunch its stores).
+constexpr int64_t kAmxStagedCBytes = 128 * 1024;
+constexpr int64_t kAmxStagedCMinKBytes = 256;
 constexpr int64_t kAmxKeptBBytes = 128 * 1024;  // AMX: a K block of packed B up to this is loaded without T1
 constexpr int64_t kAmxFewPanels = 4;  // AMX: N of at most this many 32-column panels runs all of K in one block
 // A thread of a batched call (whole batches per thread, nothing packed twice) for at least this much work:
@@ -1005,6 +1009,20 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
         L.amx_c_streamed = c_bytes >= double(kAmxStreamedCBytes);
         if (const char* forced = std::getenv("JITMM_X86_LOWP_STREAM_C")) L.amx_c_streamed = forced[0] == '1';
+        // C rows off 64-byte lines (LowpLayout::amx_c_staged) take the streamed path's block and spread copy-out,
+        // with plain stores. 1 thread, median us of 5 alternated runs, tile stores -> staged: bf16 256x255x128
+        // 17.4 -> 16.1, 200x1500x256 150 -> 131, 128x999x512 116 -> 106, 1000^3 1934 -> 1768; s8 256x255x256 18.3
+        // -> 16.7, 200x1500x100 57.7 -> 49.9, 1000^3 719 -> 679, 512x999x128 103 -> 99. Under 4 K steps a panel
+        // (the copy-out bunched) or a C in L1 and L2 it measured even to 15% slower (s8 256x255x64 10.5 -> 12.0,
+        // 100x300x64 4.54 -> 4.78; bf16 256x255x32 18.2 -> 19.4). JITMM_X86_LOWP_STAGE_C=0/1 forces it off/on.
+        const bool c_rows_off_lines = (p.ldc * dtype_size(p.c_type)) % 64 != 0;
+        const int64_t k_block_bytes = std::min(plan.kc, p.k) * step_elem_bytes(L.step);
+        // (Only full 32-column panels stage: at least two of them.)
+        L.amx_c_staged = c_rows_off_lines && c_bytes >= double(kAmxStagedCBytes) &&
+                         k_block_bytes >= kAmxStagedCMinKBytes && p.n >= 2 * int64_t(L.nr());
+        if (const char* forced = std::getenv("JITMM_X86_LOWP_STAGE_C"))
+            L.amx_c_staged = c_rows_off_lines && forced[0] == '1';
+        if (L.amx_c_staged) L.amx_c_streamed = false;  // (non-temporal stores need rows on lines)
     }
     L.acc_ld = round_up(plan.nc, nr) * 4 + 64;
     plan.mc = std::max<int64_t>(L.mr, (l2 / 8) / L.acc_ld / L.mr * L.mr);
@@ -1109,7 +1127,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
 
 std::string X86LowpPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s%s threads=%d split=%dx%d",
+    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
                   layout.dot_nt          ? "dotNT"
@@ -1121,7 +1139,8 @@ std::string X86LowpPlan::describe() const {
                   layout.compensate || layout.dot_row_comp ? " comp" : "",
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
                   layout.a_last_step_copied ? " copyK" : layout.f16_k_pairs ? " kPairs" : "",
-                  layout.c_prefetch ? " prefetchC" : "", threads,
+                  layout.c_prefetch ? " prefetchC" : "",
+                  layout.amx_c_staged ? " stageC" : layout.amx_c_streamed ? " streamC" : "", threads,
                   m_chunks, n_chunks);
     return buf;
 }
@@ -1137,7 +1156,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     w.i64('Q', static_cast<int64_t>(L.a_scale) | (static_cast<int64_t>(L.b_scale) << 8) |
                    (L.compensate ? 1 << 16 : 0) | (L.int_epilogue ? 1 << 17 : 0) | (L.swap_ab ? 1 << 18 : 0) |
                    (L.amx_b_streamed ? 1 << 19 : 0) | (L.amx_c_streamed ? 1 << 20 : 0) |
-                   (L.a_last_step_copied ? 1 << 21 : 0));
+                   (L.a_last_step_copied ? 1 << 21 : 0) | (L.amx_c_staged ? 1 << 22 : 0));
     w.i64('K', kc).i64('M', mc).i64('N', nc).i64('p', (pack_a ? 1 : 0) | (a_panel_ld << 1));
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));

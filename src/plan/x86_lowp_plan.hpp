@@ -135,6 +135,10 @@ struct LowpLayout {
     // (LowpCallArgs::stream_c). For a C far larger than the caches that nobody reads before it leaves them:
     // a tile store into a cold line first reads it from memory (RFO), doubling C's DRAM traffic.
     bool amx_c_streamed = false;
+    // AMX, the same block and spread copy-out with plain stores where C's rows start off 64-byte lines: a tile
+    // store of rows that straddle lines costs ~1.5x a line's store once C is past L2, a vector store the same
+    // either way (amx_c_staged; chosen per call like amx_c_streamed, never both).
+    bool amx_c_staged = false;
     int k_unroll = 4;            // vector steps: k groups per loop iteration
     // VNNI decode with B stored N x K (dot_nt): each C element is a dot product along K of an A row and a B row,
     // both read as 64-byte vectors (B in place, streamed once; A packed with its K padded to 64 bytes), the

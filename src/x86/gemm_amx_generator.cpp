@@ -157,7 +157,7 @@ private:
         push(rbx);
         push(r14);
         // Streamed C stores go through a block on the stack (see store_streamed); rows of 32-bit displacements.
-        stream_ = v.last && L_.amx_c_streamed && cols_ == 2 * kTile &&
+        stream_ = v.last && (L_.amx_c_streamed || L_.amx_c_staged) && cols_ == 2 * kTile &&
                   int64_t(2 * kTile) * L_.ldc * dtype_size(L_.c_type) < (int64_t(1) << 31);
         if (stream_) {
             push(r12);
@@ -467,7 +467,8 @@ private:
     // memory). The copy-out is spread over the next panel's K steps (copy_out_rows after each step's
     // products): 32 rows of stores at once fill the store buffer and stall the next panel's products (s8
     // 1024^3 measured 12% slower than tile stores that way). The rows of C must be 64-byte aligned (the driver
-    // checks) and the panel full width (32 columns, two lines).
+    // checks) and the panel full width (32 columns, two lines). Rows off lines (LowpLayout::amx_c_staged) take
+    // the same path with plain stores.
     // Registers: r13 = the next block row to copy, r15 = its C row, r12 = rows still waiting.
     void store_streamed() {
         copy_out_rest();  // (a panel of fewer steps than rows) the block is free before it is overwritten
@@ -483,8 +484,13 @@ private:
         const Xbyak::Zmm lo(2 * (n % 2)), hi(2 * (n % 2) + 1);
         vmovaps(lo, ptr[r13]);
         vmovaps(hi, ptr[r13 + 64]);
-        vmovntps(ptr[r15], lo);
-        vmovntps(ptr[r15 + 64], hi);
+        if (L_.amx_c_staged) {  // rows off lines: plain stores (LowpLayout::amx_c_staged)
+            vmovups(ptr[r15], lo);
+            vmovups(ptr[r15 + 64], hi);
+        } else {
+            vmovntps(ptr[r15], lo);
+            vmovntps(ptr[r15 + 64], hi);
+        }
         add(r13, kBlockRowBytes);
         add(r15, static_cast<uint32_t>(L_.ldc * dtype_size(L_.c_type)));
     }

@@ -223,7 +223,8 @@ private:
 
 bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     const plan::LowpLayout& L = plan.layout;
-    if (!plan::step_is_amx(L.step) || L.swap_ab || L.dot_nt || L.amx_c_streamed || !amx_direct_store(L)) return false;
+    if (!plan::step_is_amx(L.step) || L.swap_ab || L.dot_nt || L.amx_c_streamed || L.amx_c_staged) return false;
+    if (!amx_direct_store(L)) return false;
     if (p.batch != 1 || plan.threads > 1 || plan.m_chunks != 1 || plan.n_chunks != 1 || plan.pack_a) return false;
     if (plan.k_blocks(p.k) != 1 || p.m > plan.mc || p.n > plan.nc) return false;
     if (p.m % kTile != 0 || p.n % kTile != 0 || (p.m / kTile) * (p.n / kTile) > kAmxWholeMaxTiles) return false;

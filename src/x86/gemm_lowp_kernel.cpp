@@ -470,9 +470,11 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     TileSession tiles(release_);
     LowpCallArgs call;
     call.scale = scale;
-    // Non-temporal C stores (LowpLayout::amx_c_streamed) need every tile row to start a cache line.
-    call.stream_c = direct && L.amx_c_streamed && reinterpret_cast<uintptr_t>(ch.c) % 64 == 0 &&
-                    (p_.ldc * c_size) % 64 == 0;
+    // Non-temporal C stores (LowpLayout::amx_c_streamed) need every tile row to start a cache line; staged ones
+    // (amx_c_staged, rows off lines) are plain stores.
+    call.stream_c = direct && ((L.amx_c_streamed && reinterpret_cast<uintptr_t>(ch.c) % 64 == 0 &&
+                                (p_.ldc * c_size) % 64 == 0) ||
+                               L.amx_c_staged);
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));

@@ -52,7 +52,7 @@ struct Bytes {
 // 0x62 and the three payload bytes of a 512-bit operation: reg = the ModRM.reg register (0..31), vvvv = the
 // second source (0..31; 0 where there is none: the fields are stored inverted, all ones), rm = the ModRM.rm
 // register (a zmm 0..31, or a base GPR, whose index has no bit 4: X stays clear), mm = opcode map (1: 0F,
-// 2: 0F38), pp = implied prefix (0: none, 1: 66).
+// 2: 0F38), pp = implied prefix (0: none, 1: 66, 2: F3).
 inline void prefix(Bytes& e, int reg, int vvvv, int rm, int mm, int pp) {
     const int p0 = ((~reg >> 3 & 1) << 7) | ((~rm >> 4 & 1) << 6) | ((~rm >> 3 & 1) << 5) | ((~reg >> 4 & 1) << 4) | mm;
     const int p1 = ((~vvvv & 15) << 3) | 4 | pp;
@@ -140,6 +140,16 @@ inline void load_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base,
 // vmovups zword [base + disp], zmm(src).
 inline void store_zmm(Xbyak::CodeGenerator& g, const Xbyak::Reg64& base, int32_t disp, int src) {
     zmm_memory_op(g, ZmmOp{1, 0, 0x11}, src, base, disp, 64);
+}
+
+// The low-precision K loops' products (gemm_lowp_avx_generator): dst += a . b per lane.
+constexpr ZmmOp kZmmPxord{1, 1, 0xEF};    // vpxord (zeroing an accumulator: a xor a)
+constexpr ZmmOp kZmmDpbusd{2, 1, 0x50};   // vpdpbusd: four u8 x s8 products (a unsigned, b signed) into s32
+constexpr ZmmOp kZmmDpbf16ps{2, 2, 0x52};  // vdpbf16ps (F3 prefix): two bf16 x bf16 products into f32
+
+// vpbroadcastd zmm(dst), dword [base + disp].
+inline void broadcast_dword_zmm(Xbyak::CodeGenerator& g, int dst, const Xbyak::Reg64& base, int32_t disp) {
+    zmm_memory_op(g, ZmmOp{2, 1, 0x58}, dst, base, disp, 4);
 }
 
 }  // namespace jitmm::x86
