@@ -3237,6 +3237,35 @@ TEST_CASE("x86 lowp planner: tiny products in batches take AMX where one tile co
     CHECK(step(8, 64, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32) == LowpStep::dot_bf16);
 }
 
+TEST_CASE("x86 lowp planner: short K over tile tails and C rows off lines leaves AMX", "[x86][lowp][plan]") {
+    // bf16 over a K of 6 or 8 with a row tail and C rows off 64-byte lines: the converted FMAs; batches of an s8 A
+    // over a K of 3-16 with column tails past one tile, rows off lines and small C: VNNI. Rows on lines, whole
+    // tiles, K outside the ranges and large C keep AMX.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    using jitmm::plan::LowpStep;
+    const auto step = [&](int64_t m, int64_t n, int64_t k, int64_t ldc, int64_t batch, jitmm_dtype in) {
+        const bool int8 = in == JITMM_DTYPE_S8;
+        jitmm::Problem p = planner_problem(m, n, k, false, false, in, int8 ? JITMM_DTYPE_S32 : JITMM_DTYPE_F32);
+        p.ldc = ldc;
+        p.batch = batch;
+        p.stride_a = m * k; p.stride_b = k * n; p.stride_c = m * ldc;
+        return jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1).layout.step;
+    };
+    const jitmm_dtype bf16 = JITMM_DTYPE_BF16, s8 = JITMM_DTYPE_S8;
+    CHECK(step(100, 300, 6, 300, 1, bf16) == LowpStep::fma_f32);
+    CHECK(step(999, 999, 8, 999, 1, bf16) == LowpStep::fma_f32);
+    CHECK(step(200, 2000, 8, 2000, 1, bf16) == LowpStep::amx_bf16);  // rows on lines
+    CHECK(step(128, 100, 8, 100, 8, bf16) == LowpStep::amx_bf16);    // whole row tiles
+    CHECK(step(300, 1000, 10, 1000, 1, bf16) == LowpStep::amx_bf16);  // K = 10
+    CHECK(step(56, 57, 5, 57, 16, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(40, 70, 16, 70, 10, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(16, 32, 5, 32, 38, s8) == LowpStep::amx_int8);    // whole columns
+    CHECK(step(56, 57, 5, 64, 16, s8) == LowpStep::amx_int8);    // rows on lines
+    CHECK(step(56, 57, 32, 57, 16, s8) == LowpStep::amx_int8);   // K = 32
+    CHECK(step(105, 34, 2, 34, 2, s8) == LowpStep::amx_int8);    // K = 2
+    CHECK(step(1000, 100, 5, 100, 2, s8) == LowpStep::amx_int8);  // 100K values a batch
+}
+
 TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on VNNI below AMX", "[x86][lowp][plan]") {
     // Writing C is the work there, and vpdpbusd's stores stream where the AMX panels drain every block (u8
     // 512x512x8, 1 thread: AMX 31 us, VNNI 19). An s8 A (shift and column sums) only at two k groups and a wide C.
@@ -3682,6 +3711,14 @@ TEST_CASE("x86 lowp planner: f16 with B stored N x K takes dot products where th
     CHECK(few_columns.layout.dot_a_in_place);
     CHECK_FALSE(few_columns.pack_a);
     CHECK_FALSE(decode.layout.dot_a_in_place);
+    // Few rows whose one column tile is all of N read A in place too; two column tiles pack it.
+    const jitmm::plan::X86LowpPlan one_tile = plan(6, 2, 2227, false, true, X86Isa::amx);
+    CHECK(one_tile.layout.dot_nt);
+    CHECK(one_tile.layout.dot_a_in_place);
+    CHECK(one_tile.layout.a_row_bytes == 2227 * 2);
+    CHECK(plan(3, 8, 500, false, true, X86Isa::amx).layout.dot_a_in_place);
+    CHECK_FALSE(plan(12, 7, 600, false, true, X86Isa::amx).layout.dot_a_in_place);
+    CHECK_FALSE(plan(6, 2, 2227, true, true, X86Isa::amx).layout.dot_a_in_place);  // A stored K x M: packed
     // Not where the f32 engine packs B (a short K over several rows), for B stored K x N, or at the avx2 tier.
     CHECK_FALSE(plan(10, 365, 9, false, true, X86Isa::amx).layout.dot_nt);
     // A K under a vector: the packed path, except one row from 8 values.
@@ -3743,7 +3780,7 @@ TEST_CASE("x86 lowp f16: dot products over B stored N x K (K tails, A stored K x
 }
 
 TEST_CASE("x86 lowp planner: f16 prefetches C over a short K, takes all of K in one block over few panels, reads "
-          "A in place over one panel and K <= 2",
+          "A in place over one panel and K <= 2 (A stored K x M: K <= 16)",
           "[x86][lowp][plan]") {
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
@@ -3780,7 +3817,13 @@ TEST_CASE("x86 lowp planner: f16 prefetches C over a short K, takes all of K in 
     CHECK(in_place.layout.a_row_bytes == 2);
     CHECK(plan16(668, 5, 2, false, true, X86Isa::avx512_fp16).layout.a_f16_in_place);
     CHECK_FALSE(plan16(3535, 4, 3, false, false, X86Isa::amx).layout.a_f16_in_place);   // K past 2
-    CHECK_FALSE(plan16(3535, 4, 1, true, false, X86Isa::amx).layout.a_f16_in_place);    // A stored K x M
+    const jitmm::plan::X86LowpPlan columns = plan16(3535, 4, 1, true, false, X86Isa::amx);  // A stored K x M
+    CHECK(columns.layout.a_f16_in_place);
+    CHECK(columns.layout.a_row_bytes == 2);
+    CHECK(columns.layout.a_k_bytes == 3535 * 2);
+    CHECK(plan16(500, 16, 16, true, true, X86Isa::amx).layout.a_f16_in_place);         // up to K = 16 there
+    CHECK_FALSE(plan16(500, 16, 17, true, false, X86Isa::amx).layout.a_f16_in_place);
+    CHECK_FALSE(plan16(500, 100, 8, true, false, X86Isa::amx).layout.a_f16_in_place);  // many panels
     CHECK_FALSE(plan16(3535, 4, 1, false, false, X86Isa::avx512).layout.a_f16_in_place);  // no AVX512-FP16
     CHECK_FALSE(plan16(407, 749, 1, false, false, X86Isa::amx).layout.a_f16_in_place);  // many panels
     CHECK_FALSE(plan(3535, 4, 1, false, false, X86Isa::amx).layout.a_f16_in_place);     // the CPU lacks it
@@ -4097,6 +4140,202 @@ TEST_CASE("x86 lowp bf16: A stored K x M over a short K packed by permutes (K 1-
             c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_RELU : JITMM_EPILOGUE_NONE;
             check_case(e.e, c, rng);
             ++it;
+        }
+    }
+}
+
+TEST_CASE("x86 lowp planner: decode rows over a B in L2 or a short K pack B in blocks that stay in L1",
+          "[x86][lowp][plan]") {
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    auto plan = [&](int64_t m, int64_t n, int64_t k, jitmm_dtype a, jitmm_dtype b, X86Isa isa, int64_t batch) {
+        jitmm::Problem p = planner_problem(m, n, k, false, false, a, b == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32);
+        p.b_type = b;
+        p.batch = batch;
+        p.stride_a = m * k;
+        p.stride_b = k * n;
+        p.stride_c = m * n;
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    auto block_bytes = [](const jitmm::plan::X86LowpPlan& pl) {
+        const int g = jitmm::plan::step_group(pl.layout.step);
+        return (pl.kc + g - 1) / g * 4 * pl.nc;
+    };
+    // One row tile (AMX) or VNNI decode rows: the packed K block within 16 KB, at least 64 columns.
+    const auto bf16 = plan(18, 2588, 24, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 1);
+    INFO(bf16.describe());
+    CHECK(bf16.layout.step == jitmm::plan::LowpStep::amx_bf16);
+    CHECK(bf16.nc == 256);
+    const auto s8 = plan(6, 2479, 42, JITMM_DTYPE_S8, JITMM_DTYPE_S8, X86Isa::amx, 1);
+    CHECK(s8.nc == 256);
+    const auto u8 = plan(4, 2000, 100, JITMM_DTYPE_U8, JITMM_DTYPE_S8, X86Isa::amx, 1);
+    CHECK(u8.layout.step == jitmm::plan::LowpStep::vnni_u8s8);
+    CHECK(block_bytes(u8) <= 16 * 1024);
+    CHECK(u8.nc >= 64);
+    const auto vnni_tier = plan(6, 2479, 42, JITMM_DTYPE_S8, JITMM_DTYPE_S8, X86Isa::avx512_vnni, 1);
+    CHECK(block_bytes(vnni_tier) <= 16 * 1024);
+    // Several K blocks of a B that stays in L2 (1 MB): small blocks too.
+    const auto long_k = plan(16, 2000, 512, JITMM_DTYPE_S8, JITMM_DTYPE_S8, X86Isa::amx, 1);
+    INFO(long_k.describe());
+    CHECK(long_k.k_blocks(512) > 1);
+    CHECK(block_bytes(long_k) <= 16 * 1024);
+    // A B from memory keeps the 2048-column blocks (each row read in long runs); so does one whose 64-column
+    // block would pass 16 KB. A short K keeps the L1 blocks even over batches that bring their own B.
+    CHECK(plan(16, 4096, 4096, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 1).nc == 2048);
+    CHECK(plan(8, 1024, 512, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 8).nc == 1024);
+    CHECK(plan(16, 781, 256, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 1).nc == 800);
+    CHECK(plan(18, 2588, 24, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, X86Isa::amx, 16).nc == 256);
+}
+
+// Decode rows over several of those L1 blocks of B: the column sums (s8 below AMX) restart per block, the K
+// blocks' strip, column tails, ld pads, epilogues, batches and 2 threads, at every tier.
+TEST_CASE("x86 lowp: decode rows over B packed in L1 blocks (column sums, K blocks, tails, tiers, threads)",
+          "[x86][lowp][amx]") {
+    std::mt19937 rng(2588);
+    struct Shape {
+        int64_t m, n, k, batch;
+        jitmm_dtype a, b;
+    };
+    const Shape shapes[] = {{18, 2588, 24, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                            {6, 2479, 42, 1, JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                            {4, 2000, 100, 2, JITMM_DTYPE_U8, JITMM_DTYPE_S8},
+                            {16, 2000, 512, 1, JITMM_DTYPE_S8, JITMM_DTYPE_S8},
+                            {3, 1500, 130, 1, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16},
+                            {32, 700, 61, 3, JITMM_DTYPE_U8, JITMM_DTYPE_S8},
+                            {9, 999, 48, 1, JITMM_DTYPE_F16, JITMM_DTYPE_F16}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = s.a;
+                c.b = s.b;
+                c.c = is_int8(s.a) ? (it % 2 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32) : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = it % 3 == 2;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 == 1 ? 5 : 0;
+                c.ldc_pad = it % 4 == 1 ? 2 : 0;
+                if (c.c != JITMM_DTYPE_S32) {
+                    c.alpha = 0.5f;
+                    c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                } else {
+                    c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
+// f16 A read in place where few rows' one column tile is all of N (dot products, A stored M x K), and an f16 A
+// stored K x M over one column panel and K <= 16 broadcast from its columns (vcvtph2psx, k lda apart): K tails of
+// the dot products' vectors, row tails, lda past M or K, B either way, batches, beta, epilogues, every tier (the
+// AVX512-FP16 tiers take the new paths, the others pack A as before), 1 and 2 threads.
+TEST_CASE("x86 lowp f16: A in place for one dot column tile and for A stored K x M over a short K",
+          "[x86][lowp]") {
+    std::mt19937 rng(2227);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    const Shape shapes[] = {{6, 2, 2227, 1, false, true},  {4, 2, 1306, 2, false, true}, {3, 8, 45, 1, false, true},
+                            {1, 16, 33, 3, false, true},   {5, 4, 100, 1, false, true},  {1059, 40, 3, 2, true, false},
+                            {1686, 4, 3, 2, true, true},   {500, 16, 8, 1, true, false}, {97, 13, 16, 3, true, true},
+                            {29, 1, 1, 1, true, false},    {301, 33, 12, 1, true, false}, {45, 7, 5, 2, true, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = c.b = JITMM_DTYPE_F16;
+                c.c = it % 4 == 3 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = s.tb;
+                c.lda_pad = it % 2 ? 5 : 0;
+                c.ldb_pad = it % 3 ? 3 : 0;
+                c.ldc_pad = it % 4 == 1 ? 7 : 0;
+                c.poison_pads = true;
+                c.beta = it % 4 == 2 ? 0.5f : 0.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_GELU_ERF : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
+TEST_CASE("x86 lowp planner: f16 over at most 8 columns takes two k values a step from K = 8",
+          "[x86][lowp][plan]") {
+    jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    cpu.avx512_fp16 = true;
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, X86Isa isa) {
+        const jitmm::Problem p = planner_problem(m, n, k, ta, tb, JITMM_DTYPE_F16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    const jitmm::plan::X86LowpPlan pairs = plan(187, 6, 68, false, false, X86Isa::amx);
+    INFO(pairs.describe());
+    CHECK(pairs.layout.f16_k_pairs);
+    CHECK(pairs.layout.nv == 1);
+    CHECK(pairs.pack_a);
+    CHECK_FALSE(pairs.layout.b_in_place);
+    CHECK(plan(115, 4, 707, false, false, X86Isa::avx512).layout.f16_k_pairs);
+    CHECK(plan(200, 5, 32, true, false, X86Isa::amx).layout.f16_k_pairs);   // A stored K x M past K = 12
+    CHECK(plan(200, 5, 12, true, false, X86Isa::avx512).layout.f16_k_pairs);  // no AVX512-FP16: no A in place
+    CHECK_FALSE(plan(200, 5, 12, true, false, X86Isa::amx).layout.f16_k_pairs);  // A in place there instead
+    CHECK(plan(200, 5, 12, true, false, X86Isa::amx).layout.a_f16_in_place);
+    CHECK(plan(200, 5, 16, true, false, X86Isa::amx).layout.f16_k_pairs);
+    CHECK_FALSE(plan(300, 8, 6, false, false, X86Isa::amx).layout.f16_k_pairs);  // K under 8
+    CHECK_FALSE(plan(300, 9, 64, false, false, X86Isa::amx).layout.f16_k_pairs);  // past 8 columns
+    CHECK(plan(24, 8, 29, false, true, X86Isa::amx).layout.f16_k_pairs);           // B stored N x K
+    CHECK(plan(1000, 3, 16, false, true, X86Isa::amx).layout.f16_k_pairs);
+    CHECK_FALSE(plan(300, 8, 64, false, false, X86Isa::avx2).layout.f16_k_pairs);
+}
+
+// The k pairs: K odd and even (the last value alone), K blocks with the strip between them, 1-8 columns, row tails,
+// A stored either way (packed), B either way (rows interleaved, or stored rows' dwords gathered), ld pads, batches, beta, bias per row and column, activations, f16 C, every tier
+// (below AVX-512 the one-k path), 1 and 2 threads.
+TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and long, all layouts, tiers, threads)",
+          "[x86][lowp]") {
+    std::mt19937 rng(707);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool ta, tb;
+    };
+    const Shape shapes[] = {{187, 6, 68, 1, false, false}, {115, 4, 707, 1, false, false}, {42, 8, 84, 2, false, false},
+                            {91, 2, 29, 3, false, false},  {33, 1, 9, 1, false, false},    {300, 7, 8, 1, false, false},
+                            {200, 5, 33, 2, true, false},  {57, 3, 1001, 1, true, false},  {29, 8, 16, 1, true, false},
+                            {1000, 3, 17, 1, false, false}, {24, 8, 29, 1, false, true},   {1000, 3, 16, 2, false, true},
+                            {200, 5, 33, 1, true, true},    {64, 7, 9, 4, false, true},    {45, 1, 101, 1, false, true}};
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = c.b = JITMM_DTYPE_F16;
+                c.c = it % 4 == 3 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                c.ta = s.ta;
+                c.tb = s.tb;
+                c.lda_pad = it % 2 ? 3 : 0;
+                c.ldb_pad = it % 3 ? 9 : 0;
+                c.ldc_pad = it % 4 == 1 ? 5 : 0;
+                c.poison_pads = true;
+                c.beta = it % 4 == 2 ? 1.0f : 0.0f;
+                c.alpha = it % 5 == 4 ? 0.5f : 1.0f;
+                c.epilogue = it % 2 ? JITMM_EPILOGUE_BIAS_SILU : JITMM_EPILOGUE_NONE;
+                c.bias_layout = it % 3 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                check_case(e.e, c, rng);
+                ++it;
+            }
         }
     }
 }

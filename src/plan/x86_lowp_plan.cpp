@@ -223,9 +223,11 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 5.15; K = 16: 56x57 x16 9.32 -> 7.17, 37x500 x4 12.2 -> 10.1, 40x70 NT x10 5.55 -> 4.41, 13x100 NT x8 and
         // 30x200 x6 even. Whole columns keep AMX (16x32 NT x38 4.1 against 5.3, 64x64 x16 6.9 against 9.3), and
         // so do K = 32 (16x36 NT x38 6.6 against 7.9), larger batches (1000x100 NT x2 21.7 against 31.6, 108x298x10
-        // x6 23.4 against 25.8) and K <= 2 (691x5x1 NT x2 1.2 against 3.9, 105x34x2 x2 0.92 against 1.10).
+        // x6 23.4 against 25.8), K <= 2 (691x5x1 NT x2 1.2 against 3.9, 105x34x2 x2 0.92 against 1.10) and a C
+        // of one column tile (8^3 x64 4.2 against 5.8).
         const bool batched_tail_vnni = p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 && p.batch > 1 &&
-                                       p.k >= kBatchedTailVnniMinK && p.k <= kBatchedTailVnniMaxK && p.n % 16 != 0 &&
+                                       p.k >= kBatchedTailVnniMinK && p.k <= kBatchedTailVnniMaxK &&
+                                       p.n > 16 && p.n % 16 != 0 &&
                                        (p.ldc * dtype_size(p.c_type)) % 64 != 0 &&
                                        double(p.m) * double(p.n) <= kBatchedTailVnniMaxC;
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni && !decode_vnni &&
@@ -307,8 +309,12 @@ constexpr int64_t kF16BStreamedKBlock = 32;
 constexpr int64_t kF16WholeKMaxPanels = 2;
 // fma_f32 up to this K prefetches the C tile before the K loop (LowpLayout::c_prefetch), as the f32 family does.
 constexpr int64_t kMaxKForCTilePrefetch = 12;
-// f16 A read in place over one column panel up to this K (see the planner).
+// f16 A read in place over one column panel up to this K (see the planner), stored M x K or K x M.
 constexpr int64_t kF16AInPlaceMaxK = 2;
+constexpr int64_t kF16TransposedAInPlaceMaxK = 16;
+constexpr int64_t kF16KPairsTransposedAInPlaceMaxK = 12;  // where the k pairs serve instead past it
+// f16 k pairs (LowpLayout::f16_k_pairs) from this K (see the planner).
+constexpr int64_t kF16KPairsMinK = 8;
 constexpr int kF16BRowPrefetchSteps = 32;
 
 bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
@@ -321,6 +327,29 @@ bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
     if (!possible) return false;
     const char* forced = std::getenv("JITMM_X86_LOWP_F16_B_IN_PLACE");
     return (forced != nullptr && forced[0] == '1') || ceil_div(p.m, int64_t(L.mr)) <= kF16BInPlaceMaxRowTiles;
+}
+
+// Decode B blocks (one row tile, or the few of VNNI decode: each packed K block of B is read by those tiles' calls
+// right after it is packed) of at most this many bytes: the block is read back from L1, where a larger one (2048
+// columns) leaves L1 as it is written and comes back from L2, its lines evicting C's and B's on the way. Where
+// that leaves fewer than kDecodeL1BlockMinColumns (long K blocks) the blocks stay as they were: a call per panel
+// and a packer call per block cost more than the block saves (16x781x256 bf16: 20.2 -> 21.5 us at 64 columns).
+// For a B that stays in L2 (at most kDecodeL1BlockMaxBFraction of it) or K blocks of at most kDecodeL1BlockShortK
+// rows: narrow blocks of a B from memory walk down its rows a few lines each (8x1024x512 bf16 x8 800 -> 7570 us
+// at 64 columns), where a short K's rows are few enough streams. 1 thread, median us, 2048 -> L1 columns: bf16
+// 18x2588x24 9.7 -> 6.6, 16x3000x48 16.3 -> 10.0, 24x777x100 9.8 -> 6.6, 8x1536x512 80 -> 44; s8 6x2479x42 6.3
+// -> 3.5, 16x2000x512 65 -> 37, 30x1500x128 13.4 -> 9.6; u8 (VNNI) 4x2000x100 8.3 -> 5.5. Over 36 random decode
+// shapes (M 1-32, N 500-4096, K 8-256) budgets of 8, 12 and 16 KB all took 0.75x the time (geometric mean), 24 KB
+// 0.84x.
+constexpr int64_t kDecodeL1BlockBytes = 16 * 1024;
+constexpr int64_t kDecodeL1BlockMinColumns = 64;
+constexpr int64_t kDecodeL1BlockShortK = 64;
+constexpr double kDecodeL1BlockMaxBFraction = 0.75;
+
+bool decode_block_in_l1(const Problem& p, int64_t kc, int64_t l2) {
+    const double own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
+    const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * own_batches;
+    return kc <= kDecodeL1BlockShortK || b_bytes <= kDecodeL1BlockMaxBFraction * double(l2);
 }
 
 bool a_readable_in_place(const Problem& p, LowpStep step) {
@@ -548,7 +577,12 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
     // f16 over many rows (the few-columns case): A's rows in place, each read once per column tile, where packing
     // them wrote and read back twice A's bytes (1 thread, median us, packed -> in place (f32): NT 94x2x2631
     // 28.8 -> 11.0 (12.9), 33x2x3487 x13 346 -> 251 (404), 23x7x1892 x7 53 -> 39 (34), 200x8x1000 38 -> 29 (17)).
-    if (L.step == LowpStep::fma_f32 && !p.trans_a && p.m > kDotMaxRows &&
+    // And over fewer rows where one column tile is all of N: each A row is then widened once either way (1
+    // thread, median us of 3 rounds, packed -> in place (f32): NT 6x2x2227 1.56 -> 0.71 (0.66), 4x2x1306 0.36 ->
+    // 0.30 (0.21); more column tiles lost, each widening A's rows again: 8x16x1000 2.23 -> 2.42, 4x64x512 1.99 ->
+    // 2.54).
+    const bool one_column_tile = p.n <= L.nv;
+    if (L.step == LowpStep::fma_f32 && !p.trans_a && (p.m > kDotMaxRows || one_column_tile) &&
         int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31)) {
         L.dot_a_in_place = true;
         plan.pack_a = false;
@@ -880,13 +914,36 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         // 10-18% slower, K = 6 35-44%, 888x10x234 x20 1675 -> 6181.
         const char* a_in_place_env = std::getenv("JITMM_X86_LOWP_F16_A_IN_PLACE");  // 0/1: measurements
         const bool a_in_place_forced = a_in_place_env != nullptr && a_in_place_env[0] == '1';
-        if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && !p.trans_a &&
+        // An f16 A stored K x M (the same tiers and one column panel) up to kF16TransposedAInPlaceMaxK: its packing is
+        // a transpose (gathers down the stored rows), dearer than the widening of rows above, so the broadcasts
+        // pay over a longer K. 1 thread, median us of 3 rounds, packed -> in place (f32): TN 1059x40x3 x4 29.6 ->
+        // 13.0 (13.2), 1686x4x3 TT x2 16.9 -> 4.7 (3.8), 500x16x8 3.03 -> 1.82 (0.74), 300x4x12 2.10 -> 1.67,
+        // 500x16x12 3.45 -> 2.78, 1000x60x12 13.8 -> 11.9; K = 24 about even (0.93-1.07), 32 to 48 slower (1.02-1.22),
+        // 2000x5x16 TT 14.7 -> 13.9 (7.0: at one column vector each widened value serves one FMA).
+        const bool rows_fit = !p.trans_a && (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
+                              int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31);
+        // f16 with at most 8 columns over one vector (LowpLayout::f16_k_pairs) from a K of kF16KPairsMinK: one FMA
+        // a row for two k values of the packed A, where the vector's lanes past the 8 columns multiplied padding.
+        // 1 thread, median us of 3 rounds, packed A one k a step -> k pairs (f32): NN 187x6x68 2.84 -> 1.87 (2.24),
+        // 115x4x707 18.2 -> 11.5 (14.1), 42x8x84 0.83 -> 0.57 (0.63), 1000x3x16 3.94 -> 3.00, 2000x7x8 4.58 -> 4.18,
+        // 300x8x32 2.39 -> 1.50, TN 200x5x32 2.47 -> 2.01; NT 24x8x29 0.27 -> 0.20, 1000x3x16 3.50 -> 2.92, TT
+        // 200x5x33 2.72 -> 2.39; K = 4-6 even (0.96-1.05).
+        // An A stored K x M broadcast in place (below) still wins up to K = 12 (1 thread, median us, in place / k
+        // pairs: TN 1059x8x8 x2 7.3 / 11.8, 500x2x12 2.7 / 3.0, 500x2x16 3.6 / 3.2).
+        const bool k_pairs_fit = L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 &&
+                                 L.isa >= hw::X86Isa::avx512 && L.nv == 1 && p.n <= 8 && p.k >= kF16KPairsMinK &&
+                                 (!p.trans_b || 7 * p.ldb * dtype_size(p.b_type) < (int64_t(1) << 31));
+        const int64_t columns_max_k = k_pairs_fit ? kF16KPairsTransposedAInPlaceMaxK : kF16TransposedAInPlaceMaxK;
+        const bool columns_fit = p.trans_a && (p.k <= columns_max_k || a_in_place_forced) &&
+                                 int64_t(L.k_unroll) * p.lda * dtype_size(p.a_type) + L.mr * 2 < (int64_t(1) << 31);
+        if (L.step == LowpStep::fma_f32 && p.a_type == JITMM_DTYPE_F16 && (rows_fit || columns_fit) &&
             isa >= hw::X86Isa::avx512_fp16 && cpu.avx512_fp16 && p.n <= int64_t(L.nr()) &&
-            (p.k <= kF16AInPlaceMaxK || a_in_place_forced) &&
-            int64_t(L.mr) * p.lda * dtype_size(p.a_type) < (int64_t(1) << 31) &&
-            (a_in_place_env == nullptr || a_in_place_env[0] != '0'))
+            (a_in_place_env == nullptr || a_in_place_env[0] != '0')) {
             L.a_f16_in_place = true;
-        if (f16_b_in_place_fits(p, L)) {
+            L.a_k_bytes = p.trans_a ? p.lda * dtype_size(p.a_type) : dtype_size(p.a_type);
+        }
+        L.f16_k_pairs = k_pairs_fit && !L.a_f16_in_place;
+        if (!L.f16_k_pairs && f16_b_in_place_fits(p, L)) {
             L.b_in_place = true;
             L.b_row_bytes = p.ldb * dtype_size(p.b_type);
             // Only A's panel stays in L1, and it has at most M rows.
@@ -943,6 +1000,12 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // slow down 3x once the B block passes ~60% of a 2 MB L2 and spills to L3).
     plan.nc = std::max<int64_t>(nr, (long_k ? l2 / 2 : l2 / 4) / (kc_groups * 4) / nr * nr);
     if (decode) plan.nc = std::max<int64_t>(nr, kAmxDecodeColumns / nr * nr);  // AMX: nr 32 divides it
+    if (decode && decode_block_in_l1(p, plan.kc, l2)) {
+        int64_t budget = kDecodeL1BlockBytes;
+        if (const char* forced = std::getenv("JITMM_X86_LOWP_DECODE_BLOCK")) budget = std::atoll(forced);
+        const int64_t l1_columns = budget / (kc_groups * 4) / nr * nr;
+        if (l1_columns >= kDecodeL1BlockMinColumns) plan.nc = std::min(plan.nc, l1_columns);
+    }
     if (const char* forced = std::getenv("JITMM_X86_LOWP_NC"))  // tuning knobs, like JITMM_X86_LOWP_KC
         plan.nc = std::max<int64_t>(nr, std::atoll(forced) / nr * nr);
     plan.nc = std::min(plan.nc, round_up(p.n, nr));
@@ -1075,6 +1138,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const bool f16_gathered_a = p.a_type == JITMM_DTYPE_F16 && p.trans_a;
     if (!amx && k_blocks == 1 && round_up(p.k, g) * esz <= 64 && !f16_gathered_a) plan.a_panel_ld = round_up(p.k, g);
     L.a_row_bytes = plan.pack_a ? plan.a_panel_ld * esz : a_row_bytes;
+    if (L.a_f16_in_place && p.trans_a) L.a_row_bytes = dtype_size(p.a_type);  // rows adjacent, k lda apart
     if (amx) L.a_row_bytes = 0;  // not baked: LowpCallArgs::a_stride
 
     choose_split(p, plan, per_batch, l2);
@@ -1102,7 +1166,8 @@ std::string X86LowpPlan::describe() const {
                   layout.b_in_place ? " directB" : "",
                   layout.compensate || layout.dot_row_comp ? " comp" : "",
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
-                  layout.a_last_step_copied ? " copyK" : "", layout.c_prefetch ? " prefetchC" : "",
+                  layout.a_last_step_copied ? " copyK" : layout.f16_k_pairs ? " kPairs" : "",
+                  layout.c_prefetch ? " prefetchC" : "",
                   layout.amx_c_staged ? " stageC" : layout.amx_c_streamed ? " streamC" : "", threads,
                   m_chunks, n_chunks);
     return buf;
@@ -1125,7 +1190,8 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));
     if (L.b_in_place) w.i64('B', L.b_row_bytes).i64('F', L.b_prefetch_k);
     if (L.c_prefetch) w.i64('P', 1);
-    if (L.a_f16_in_place) w.i64('H', 1);
+    if (L.a_f16_in_place) w.i64('H', L.a_k_bytes);
+    if (L.f16_k_pairs) w.i64('k', 1);
 }
 
 }  // namespace jitmm::plan

@@ -160,10 +160,18 @@ struct LowpLayout {
     // so that the stores (and beta's reads) find them in L1 instead of missing one after the other (as the f32
     // family's c_prefetch does).
     bool c_prefetch = false;
-    // fma_f32 over an f16 A stored M x K at the AVX512-FP16 tiers: the kernel reads A where it lies, each value
-    // broadcast and widened by one vcvtph2psx from memory, instead of A being packed into f32 rows. For one column
-    // panel over a K of a value or two, where packing each short row is most of the call.
+    // fma_f32 over an f16 A at the AVX512-FP16 tiers: the kernel reads A where it lies, each value broadcast and
+    // widened by one vcvtph2psx from memory, instead of A being packed into f32 rows. For one column panel over a K
+    // of a value or two (A stored M x K), where packing each short row is most of the call, or a short K of an A
+    // stored K x M, whose packing is a transpose. a_row_bytes apart from row to row, a_k_bytes from k to k (2 and
+    // lda * 2 for an A stored K x M).
     bool a_f16_in_place = false;
+    int64_t a_k_bytes = 2;
+    // fma_f32 over f16 with a B of at most 8 columns (one vector, half of it or more padding as one k a step): two
+    // k values a step, B packed with them interleaved in the vector's lanes (column c at k + e in lane 2c + e), the
+    // packed A's two f32 values of a row broadcast to every lane pair: one FMA a row for two k values. The pairs'
+    // lanes are summed before the epilogue.
+    bool f16_k_pairs = false;
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
     int nr() const { return dot_nt ? nv : nv * (step_is_amx(step) ? 16 : vlen()); }

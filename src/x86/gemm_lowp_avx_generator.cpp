@@ -42,9 +42,18 @@ public:
         if (v.last) prefetch_c(v);
         if (v.first) zero_accumulators();
         else strip(/*load=*/true);
-        k_loop((v.k_len + plan::step_group(L_.step) - 1) / plan::step_group(L_.step));
-        if (v.last) epilogue();
-        else strip(/*load=*/false);
+        if (L_.f16_k_pairs) {
+            const int next = k_loop(v.k_len / 2);
+            if (v.k_len % 2 != 0) k_pair_step(next, /*single=*/true);  // K's odd last value
+        } else {
+            k_loop((v.k_len + plan::step_group(L_.step) - 1) / plan::step_group(L_.step));
+        }
+        if (v.last) {
+            if (L_.f16_k_pairs) add_k_pairs();
+            epilogue();
+        } else {
+            strip(/*load=*/false);
+        }
         vzeroupper();
         ret();
         return entry;
@@ -157,7 +166,37 @@ private:
         }
     }
 
+    // LowpLayout::f16_k_pairs (one vector of at most 8 columns): each k step takes two k values, one FMA for what
+    // took two. The B vector holds them interleaved (lane 2c + e: column c at k + e, packed so by
+    // pack_b_f16_k_pairs), and each row's two packed f32 A values (8 bytes) are broadcast to every lane pair.
+    // `single`: K's odd last value alone, broadcast to every lane (B's k + 1 lanes are zero; whatever lies past a
+    // packed row's K is never read, as a NaN there would reach C).
+    void k_pair_step(int u, bool single) {
+        vmovups(bvec(0), ptr[rsi + u * b_group_bytes()]);
+        for (int i = 0; i < rows_; ++i) {
+            const auto src = ptr[rdi + i * L_.a_row_bytes + u * 8];
+            if (single) vbroadcastss(bcast(), src);
+            else vbroadcastsd(Xbyak::Zmm(bcast().getIdx()), src);
+            vfmadd231ps(acc(i, 0), bvec(0), bcast());
+        }
+    }
+
+    // The pairs' lanes summed (2c + 1 into 2c), then the even lanes compressed into lanes 0-7: column c in lane c.
+    void add_k_pairs() {
+        mov(eax, 0x5555);
+        kmovw(k3, eax);
+        for (int i = 0; i < rows_; ++i) {
+            vpermilps(bvec(0), acc(i, 0), 0xb1);  // adjacent lanes swapped
+            vaddps(acc(i, 0), acc(i, 0), bvec(0));
+            vcompressps(acc(i, 0) | k3 | T_z, acc(i, 0));
+        }
+    }
+
     void k_step(int u) {
+        if (L_.f16_k_pairs) {
+            k_pair_step(u, false);
+            return;
+        }
         if (L_.b_in_place) load_b_in_place(u);
         else
             for (int j = 0; j < nvec_; ++j) {
@@ -167,7 +206,7 @@ private:
             }
         for (int i = 0; i < rows_; ++i) {
             if (L_.a_f16_in_place) {
-                vcvtph2psx(bcast(), ptr_b[rdi + i * L_.a_row_bytes + u * 2]);  // one f16 broadcast, widened
+                vcvtph2psx(bcast(), ptr_b[rdi + i * L_.a_row_bytes + u * L_.a_k_bytes]);  // one f16, widened
                 for (int j = 0; j < nvec_; ++j) multiply(bcast(), i, j);
                 continue;
             }
@@ -186,7 +225,13 @@ private:
     }
 
     static constexpr int64_t kMinIterationsForRemainderLoop = 4;
-    void k_loop(int64_t groups) {
+    // Bytes A's pointer moves a k step: a dword of packed A (one f32, or the k group), two f32 of k pairs, or an
+    // f16 A in place's k stride.
+    int64_t a_step_bytes() const { return L_.a_f16_in_place ? L_.a_k_bytes : L_.f16_k_pairs ? 8 : 4; }
+
+    // Returns the step offset (u) where a step after the loop reads: past unrolled remainder steps, or 0 where
+    // the loop moved the pointers past every step.
+    int k_loop(int64_t groups) {
         const int unroll = std::max(1, L_.k_unroll);
         const int64_t iterations = groups / unroll, remainder = groups % unroll;
         if (iterations > 0) {
@@ -194,13 +239,14 @@ private:
             mov(r8, iterations);
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
-            add(rdi, unroll * (L_.a_f16_in_place ? 2 : 4));
+            add(rdi, static_cast<uint32_t>(unroll * a_step_bytes()));
             add(rsi, static_cast<uint32_t>(unroll * (L_.b_in_place ? L_.b_row_bytes : b_group_bytes())));
             dec(r8);
             jnz(loop, T_NEAR);
         }
         if (remainder == 1 || (remainder > 1 && iterations < kMinIterationsForRemainderLoop)) {
             for (int u = 0; u < remainder; ++u) k_step(u);
+            return static_cast<int>(remainder);
         } else if (remainder > 1) {
             // The last groups as a loop of one: the step's code once more instead of up to unroll - 1 copies
             // (JIT time). Not for a short K, whose few groups the loop's branches slow (1 thread, unrolled ->
@@ -209,11 +255,12 @@ private:
             mov(r8, remainder);
             L(loop);
             k_step(0);
-            add(rdi, L_.a_f16_in_place ? 2 : 4);
+            add(rdi, static_cast<uint32_t>(a_step_bytes()));
             add(rsi, static_cast<uint32_t>(L_.b_in_place ? L_.b_row_bytes : b_group_bytes()));
             dec(r8);
             jnz(loop, T_NEAR);
         }
+        return 0;
     }
 
     // ---- epilogue: every accumulator through the fused epilogue, row by row ------------------------------
@@ -408,6 +455,16 @@ LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<Low
                               int64_t(layout.k_unroll + 1) * layout.b_row_bytes >= (int64_t(1) << 31)))
         fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: B in place needs an f16 B, fma_f32, AVX-512 and "
                                           "32-bit row offsets");
+    if (layout.f16_k_pairs && (layout.step != LowpStep::fma_f32 || layout.isa < hw::X86Isa::avx512 ||
+                               layout.nv != 1 || layout.b_in_place || layout.a_f16_in_place))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: f16 k pairs need fma_f32, AVX-512, one vector of "
+                                          "packed B and packed A");
+    for (const auto& v : variants)
+        if (layout.f16_k_pairs && v.cols > 8)
+            fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: f16 k pairs past 8 columns");
+    if (layout.a_f16_in_place &&
+        int64_t(layout.mr) * layout.a_row_bytes + int64_t(layout.k_unroll) * layout.a_k_bytes >= (int64_t(1) << 31))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: f16 A in place past 32-bit displacements");
     const int nr = layout.nr();
     size_t capacity = 16384;
     for (const auto& v : variants) {

@@ -418,8 +418,11 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
         if (b_in_place) return;
         const int64_t k0 = kb * plan_.kc;
         const int64_t k_len = std::min(plan_.kc, p_.k - k0);
-        pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
-                    panel_groups(L, k_len), b_full + (pack_b_per_k_block ? 0 : kb * block_bytes), comp, pack_vbmi_);
+        uint8_t* panels = b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
+        if (L.f16_k_pairs) pack_b_f16_k_pairs(ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, panels);
+        else
+            pack_b_lowp(L.step, p_.b_type, ch.b, p_.ldb, p_.trans_b, k0, k_len, jc, n_cur, static_cast<int>(nr),
+                        panel_groups(L, k_len), panels, comp, pack_vbmi_);
         if (comp && kb + 1 == k_blocks_)  // the column sums are complete: scaled once, read by the last K block
             scale_column_sums(comp, n_cur, comp_factor_);
     };
@@ -510,6 +513,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         return a_panel;
                     }
                     call.a_stride = p_.lda * a_size;
+                    if (p_.trans_a) return ch.a + (k0 * p_.lda + ir) * a_size;  // f16 in place (a_f16_in_place)
                     const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
                     if (tile_copied(ir, rows, p_.m, p_.lda, k0, k_len))
                         return copy_last_rows(ch.a + (ir * p_.lda + k0) * a_size, rows, k0, p_.lda);
@@ -639,6 +643,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
             return a_panel;
         }
         call.a_stride = p_.lda * a_size;
+        if (p_.trans_a) return a + ir * a_size;  // f16 in place (a_f16_in_place), stored K x M
         const int64_t rows = std::min<int64_t>(mr, p_.m - ir);
         if (tile_copied(ir, rows, p_.m, p_.lda, 0, p_.k))
             return copy_last_rows(a + ir * p_.lda * a_size, rows, 0, p_.lda);
@@ -685,8 +690,10 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
         const auto* b = static_cast<const uint8_t*>(args.b) + bt * p_.stride_b * b_size;
         int32_t* sums = comp ? comp + i * comp_stride : nullptr;
         if (sums) std::memset(sums, 0, static_cast<size_t>(comp_stride * 4));
-        pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
-                    b_packed + i * b_stride, sums, pack_vbmi_);
+        if (L.f16_k_pairs) pack_b_f16_k_pairs(b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, b_packed + i * b_stride);
+        else
+            pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, static_cast<int>(nr), groups,
+                        b_packed + i * b_stride, sums, pack_vbmi_);
         if (sums) scale_column_sums(sums, p_.n, comp_factor_);  // complete at once (one K block)
     };
     if (!row_split && !col_split) {  // one kind: batch by batch

@@ -33,6 +33,13 @@ void pack_b_lowp(plan::LowpStep step, jitmm_dtype b_type, const void* b, int64_t
 void pack_a_lowp(plan::LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, bool trans_a, int64_t i0,
                  int rows, int64_t k0, int64_t k_len, int64_t k_padded, int64_t panel_ld, void* panel);
 
+// LowpLayout::f16_k_pairs: rows [k0, k0 + k_len) of op(B) (f16, B stored K x N, or N x K where trans_b), columns
+// [j0, j0 + width) (width <= 8), widened into one 16-float vector per two k values, lane 2c + e holding column c
+// at k + e; zero past width and, for an odd k_len, in the last vector's k + 1 lanes. Reads nothing of B past the
+// block.
+void pack_b_f16_k_pairs(const void* b, int64_t ldb, bool trans_b, int64_t k0, int64_t k_len, int64_t j0,
+                        int64_t width, void* out);
+
 // AMX: `bytes` (under 64) of each of `rows` rows (`ld_bytes` apart) into rows of 64 bytes, zero past `bytes`,
 // for the tile rows of a K block's last, partial step. Reads nothing past each row's `bytes` (masked loads).
 void pack_amx_last_step(const void* src, int64_t ld_bytes, int rows, int bytes, void* dst);
