@@ -1328,7 +1328,11 @@ TEST_CASE("x86 f32: many rows over few columns of a B stored K x N on the dot fa
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 2, 12), avx512));   // K under 4 (N + 2)
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(2477, 3, 12), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 7, 32), avx512));
-        CHECK(jitmm::plan::dot_family_serves(nn(300, 8, 40), avx512));
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 8, 48), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 8, 40), avx512));   // 8 columns: whole vectors of K
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 8, 100), avx512));        // or a K from 64
+        CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 5, 33), avx512));   // 5 columns: a K from 40
+        CHECK(jitmm::plan::dot_family_serves(nn(300, 5, 40), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(300, 12, 128), avx512));  // over half a vector
         CHECK_FALSE(jitmm::plan::dot_family_serves(nn(21, 8, 64), avx512));     // under 32 rows: K >= 16 N
         CHECK(jitmm::plan::dot_family_serves(nn(21, 3, 100), avx512));

@@ -101,14 +101,26 @@ bool few_columns_long_k(const Problem& p, hw::X86Isa isa) {
 // 45.6, 32x8x64 73.5 -> 80.7).
 constexpr double kDotMaxBCopyBytes = 1024.0 * 1024;
 constexpr int64_t kDotBAsStoredManyRows = 32;
+constexpr int64_t kDotBAsStoredWholeK = 64;
+constexpr int64_t kDotBAsStoredMinKWide = 40;
 
 bool few_columns_b_as_stored(const Problem& p, hw::X86Isa isa) {
     const bool avx512 = isa >= hw::X86Isa::avx512;
     const int64_t vlen = x86::vector_length(avx512 ? hw::X86Isa::avx512 : hw::X86Isa::avx2);
     const double copy_bytes = 4.0 * double(p.n) * double(p.k) * (p.stride_b != 0 ? double(p.batch) : 1.0);
+    // From 5 columns a K of at least kDotBAsStoredMinKWide: a third vector of a few lanes per row loses (1 thread,
+    // median us of 3 rounds, broadcast -> dot: 459x6x33 2.45 -> 3.07, 459x5x33 2.47 -> 2.83, 3000x6x36 18.1 ->
+    // 19.3; 3000x5x40 20.1 -> 17.8).
+    const int64_t many_rows_min_k = p.n >= 5 ? std::max<int64_t>(4 * (p.n + 2), kDotBAsStoredMinKWide) : 4 * (p.n + 2);
     const bool short_k_pays =
-        p.n <= vlen / 2 && p.k >= (avx512 && p.m >= kDotBAsStoredManyRows ? 4 * (p.n + 2) : 16 * p.n);
-    return !p.trans_b && !p.trans_a && p.m > 16 && p.n >= 2 && short_k_pays && copy_bytes <= kDotMaxBCopyBytes;
+        p.n <= vlen / 2 && p.k >= (avx512 && p.m >= kDotBAsStoredManyRows ? many_rows_min_k : 16 * p.n);
+    // 7 or 8 columns over a K that ends inside a vector below kDotBAsStoredWholeK: the tail vector's share of the
+    // 3 x 8 tiles' loads and sums outweighs the lanes the broadcast tiles waste (1 thread, median us of 3 rounds,
+    // broadcast -> dot: 459x8x40 2.91 -> 3.69, 459x8x43 3.10 -> 3.77, 3000x8x56 26.7 -> 28.3; whole vectors win,
+    // 459x8x48 3.64 -> 3.43, 3000x8x64 32.5 -> 27.6, and so does a longer K, 459x8x100 6.88 -> 5.78).
+    const bool tail_vector_loses = avx512 && p.n >= 7 && p.k % vlen != 0 && p.k < kDotBAsStoredWholeK;
+    return !p.trans_b && !p.trans_a && p.m > 16 && p.n >= 2 && short_k_pays && !tail_vector_loses &&
+           copy_bytes <= kDotMaxBCopyBytes;
 }
 
 bool dot_family_fits(const Problem& p, hw::X86Isa isa) {
