@@ -197,6 +197,11 @@ constexpr int64_t kMaxFusedPackRows = 256;
 constexpr int64_t kMinFusedPackK = 64;
 // Column panels per B block up to which each call prefetches the next row tile's A (set below).
 constexpr int64_t kMaxPanelsForNextATilePrefetch = 2;
+// B rows read in place within this many bytes of a multiple of 4 KiB apart, over a K past kNear4KiBMaxLongK: K
+// blocks of kNear4KiBKBlock rows (see the planner).
+constexpr int64_t kNear4KiBRowBytes = 256;
+constexpr int64_t kNear4KiBMaxLongK = 384;
+constexpr int64_t kNear4KiBKBlock = 64;
 
 bool tile_packs_large_b(const Problem& p, int mr, int64_t nr, int64_t l2) {
     const bool b_small = 4.0 * double(p.k) * double(p.n) <= double(l2) / 4;
@@ -469,6 +474,15 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small || b_fits_l2)
                            ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
                            : 32;
+    // B read in place with rows a near multiple of 4 KiB apart over a long K: every 32nd row lands in the same L2
+    // sets (2048 of them), and from a few hundred rows they outnumber L2's ways, so B no longer stays there for the
+    // next row tile; short blocks keep each block's rows in it (2 threads, N halves read in place, 512-row blocks
+    // -> 64: 17x1023x511 265 -> 150-158 us, 17x1024x511 246 -> 136; 300 rows still fit, 17x1023x300 31 us either
+    // way, 40x1023x300 60-77 against 74-80 with 64-row blocks).
+    const int64_t b_row_off_4k = (p.ldb * 4) % 4096;
+    const bool b_rows_near_4k = !p.trans_b && !plan.pack_b && !b_rows_in_place &&
+                                std::min(b_row_off_4k, 4096 - b_row_off_4k) < kNear4KiBRowBytes;
+    if (b_rows_near_4k && p.k > kNear4KiBMaxLongK) kc_limit = std::min(kc_limit, kNear4KiBKBlock);
     // A tile as wide as N with A read in place uses each A value once: nothing of A is kept in L1 between
     // calls, so the K block is bounded only by the B block (kc x N) in half of L2. Long K blocks let every A
     // row stream contiguously and save C round trips (1 thread: 4096x16x4096 8x16 tiles 71 -> 106 GFLOP/s
