@@ -202,6 +202,7 @@ constexpr int64_t kMaxPanelsForNextATilePrefetch = 2;
 constexpr int64_t kNear4KiBRowBytes = 256;
 constexpr int64_t kNear4KiBMaxLongK = 384;
 constexpr int64_t kNear4KiBKBlock = 64;
+constexpr int64_t kNear4KiBMinShareBytes = 1024;
 
 bool tile_packs_large_b(const Problem& p, int mr, int64_t nr, int64_t l2) {
     const bool b_small = 4.0 * double(p.k) * double(p.n) <= double(l2) / 4;
@@ -478,10 +479,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // sets (2048 of them), and from a few hundred rows they outnumber L2's ways, so B no longer stays there for the
     // next row tile; short blocks keep each block's rows in it (2 threads, N halves read in place, 512-row blocks
     // -> 64: 17x1023x511 265 -> 150-158 us, 17x1024x511 246 -> 136; 300 rows still fit, 17x1023x300 31 us either
-    // way, 40x1023x300 60-77 against 74-80 with 64-row blocks).
+    // way, 40x1023x300 60-77 against 74-80 with 64-row blocks). Only where a thread's share of a row spans a KiB
+    // or more: narrower pieces spread over the sets (16 threads, 64 columns each: 17x1023x511 52 us with 512-row
+    // blocks, 107 with 64).
     const int64_t b_row_off_4k = (p.ldb * 4) % 4096;
     const bool b_rows_near_4k = !p.trans_b && !plan.pack_b && !b_rows_in_place &&
-                                std::min(b_row_off_4k, 4096 - b_row_off_4k) < kNear4KiBRowBytes;
+                                std::min(b_row_off_4k, 4096 - b_row_off_4k) < kNear4KiBRowBytes &&
+                                b_share_bytes / double(p.k) >= double(kNear4KiBMinShareBytes);
     if (b_rows_near_4k && p.k > kNear4KiBMaxLongK) kc_limit = std::min(kc_limit, kNear4KiBKBlock);
     // A tile as wide as N with A read in place uses each A value once: nothing of A is kept in L1 between
     // calls, so the K block is bounded only by the B block (kc x N) in half of L2. Long K blocks let every A
