@@ -1644,7 +1644,7 @@ TEST_CASE("x86 f32: few rows over many columns of a transposed B on the swapped 
         jitmm::Problem p = nt(5, 3955, 14);
         p.ldc = 4000;
         p.bias = jitmm::BiasKind::per_column;
-        const jitmm::Problem s = jitmm::plan::kgroup_swapped_problem(p);
+        const jitmm::Problem s = jitmm::plan::transposed_product_problem(p);
         CHECK(s.m == 3955);
         CHECK(s.n == 5);
         CHECK_FALSE(s.trans_a);

@@ -338,6 +338,21 @@ int work_threads(const Problem& p, int num_threads) {
 
 }  // namespace
 
+Problem transposed_product_problem(const Problem& p) {
+    Problem s = p;
+    s.m = p.n;
+    s.n = p.m;
+    s.trans_a = !p.trans_b;
+    s.lda = p.ldb;
+    s.trans_b = !p.trans_a;
+    s.ldb = p.lda;
+    s.stride_a = p.stride_b;
+    s.stride_b = p.stride_a;
+    if (p.bias == BiasKind::per_column) s.bias = BiasKind::per_row;
+    else if (p.bias == BiasKind::per_row) s.bias = BiasKind::per_column;
+    return s;
+}
+
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     X86GemmPlan plan;
     const bool avx512 = isa >= hw::X86Isa::avx512;

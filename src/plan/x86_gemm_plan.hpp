@@ -49,6 +49,10 @@ int choose_k_splits(int64_t units, int64_t batch, int threads, int64_t max_parts
 // become the swapped problem's B rows, read front to back with the vectors along M (see the definition). JITMM_X86_CT=0/1 forces it (tuning knob).
 bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 
+// The problem C^T = op(B)^T op(A)^T: M and N, the operands and their strides, and the bias's direction exchanged;
+// C's leading dimension kept (callers computing into a scratch set theirs).
+Problem transposed_product_problem(const Problem& p);
+
 // isa: the tier the kernel is generated for (avx2 or avx512; higher tiers map to avx512 for f32).
 X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 

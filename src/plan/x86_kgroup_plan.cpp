@@ -1,6 +1,7 @@
 #include "plan/x86_kgroup_plan.hpp"
 
 #include "plan/x86_dot_plan.hpp"
+#include "plan/x86_gemm_plan.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -61,21 +62,6 @@ bool kgroup_serves(const Problem& p, hw::X86Isa isa) {
     return !(a_from_memory && !p.trans_b && dot_family_serves(p, isa));
 }
 
-Problem kgroup_swapped_problem(const Problem& p) {
-    Problem s = p;
-    s.m = p.n;
-    s.n = p.m;
-    s.trans_a = !p.trans_b;
-    s.lda = p.ldb;
-    s.trans_b = !p.trans_a;
-    s.ldb = p.lda;
-    s.stride_a = p.stride_b;
-    s.stride_b = p.stride_a;
-    if (p.bias == BiasKind::per_column) s.bias = BiasKind::per_row;
-    else if (p.bias == BiasKind::per_row) s.bias = BiasKind::per_column;
-    return s;
-}
-
 // Where the swapped k-group kernel serves a few rows (1 thread, median GFLOP/s of 3 alternated rounds, the
 // family before -> swapped k-group, NT; TT the same): 2 rows (g = 8) from 64 columns and a K of 8 (2x64x8 11.8
 // -> 18.1, 2x4000x8 22.1 -> 53.8, 2x1000x32 1.28x; 2x1000x4 0.85x, 2x17x32 0.81x not kept); 3 or 4 rows (g = 4)
@@ -95,7 +81,7 @@ bool kgroup_serves_swapped(const Problem& p, hw::X86Isa isa) {
     const bool pays = g == 8   ? p.n >= 64 && p.k >= 8
                       : g == 4 ? p.n >= 200
                                : (p.n >= 200 && p.k >= 24) || (p.n >= 1000 && p.k >= 14 && p.m <= 6);
-    return pays && kgroup_serves(kgroup_swapped_problem(p), isa);
+    return pays && kgroup_serves(transposed_product_problem(p), isa);
 }
 
 X86KGroupPlan plan_x86_gemm_f32_kgroup(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {

@@ -28,8 +28,7 @@ X86KGroupPlan plan_x86_gemm_f32_kgroup(const Problem& p, const hw::CpuInfo& cpu,
 
 // Few rows of A (2 to 8) over many columns of a transposed B (stored N x K) and a short K: C^T = B A^T is many
 // rows (B's, read as stored) over few columns, which the k-group kernel computes with its rows stored as C's
-// columns (layout.c_transposed), A and B exchanged. kgroup_swapped_problem is that problem (C's own ldc).
+// columns (layout.c_transposed), A and B exchanged: plan::transposed_product_problem (C's own ldc).
 bool kgroup_serves_swapped(const Problem& p, hw::X86Isa isa);
-Problem kgroup_swapped_problem(const Problem& p);
 
 }  // namespace jitmm::plan

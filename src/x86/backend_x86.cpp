@@ -176,19 +176,9 @@ int64_t transposed_c_ld(const Problem& p) {
 }
 
 Problem c_transposed_problem(const Problem& p) {
-    Problem s = p;
-    s.m = p.n;
-    s.n = p.m;
-    s.trans_a = !p.trans_b;
-    s.lda = p.ldb;
-    s.trans_b = !p.trans_a;
-    s.ldb = p.lda;
+    Problem s = plan::transposed_product_problem(p);
     s.ldc = transposed_c_ld(p);
-    s.stride_a = p.stride_b;
-    s.stride_b = p.stride_a;
     s.stride_c = p.n * s.ldc;
-    if (p.bias == BiasKind::per_column) s.bias = BiasKind::per_row;
-    else if (p.bias == BiasKind::per_row) s.bias = BiasKind::per_column;
     return s;
 }
 
@@ -385,7 +375,7 @@ public:
         // Few rows over many columns of a transposed B and a short K: C^T = B A^T, many rows over few columns,
         // on the k-group kernel storing its rows as C's columns (plan::kgroup_serves_swapped).
         if (plan::kgroup_serves_swapped(p, isa_)) {
-            const Problem s = plan::kgroup_swapped_problem(p);
+            const Problem s = plan::transposed_product_problem(p);
             plan::X86KGroupPlan recipe =
                 plan::plan_x86_gemm_f32_kgroup(s, hw::cpu_info(), isa_, runner_->num_threads());
             recipe.layout.c_transposed = true;

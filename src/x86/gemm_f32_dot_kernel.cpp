@@ -44,6 +44,19 @@ float* transposed_rows_scratch(ScratchUse use, size_t floats) {
     }
     return buffer.data;
 }
+
+// An operand stored K x count (rows ld_src apart, batches stride apart) copied into its count rows of K, ld apart,
+// in the scratch `use`: a copy per batch that has its own (stride 0: one for all). Returns the rows' batch stride.
+int64_t copy_into_rows(ScratchUse use, const float* src, int64_t ld_src, int64_t stride, int64_t batch, int64_t count,
+                       int64_t k, int64_t ld, bool avx512, const float** rows_out) {
+    const int64_t copies = stride == 0 ? 1 : batch;
+    float* rows = transposed_rows_scratch(use, static_cast<size_t>(copies * count * ld));
+    for (int64_t b = 0; b < copies; ++b)
+        transpose_a_to_rows(src + b * stride, ld_src, count, k, rows + b * count * ld, ld, avx512);
+    *rows_out = rows;
+    return copies == 1 ? 0 : count * ld;
+}
+
 }  // namespace
 
 Artifact compile_gemm_f32_dot(const Problem& p, const plan::X86DotPlan& plan) {
@@ -112,24 +125,20 @@ bool GemmF32DotKernel::copies_a_per_task() const {
 
 GemmF32DotKernel::ARows GemmF32DotKernel::a_rows(const float* a) const {
     if (!plan_.a_transposed || copies_a_per_task()) return ARows{a, p_.stride_a};
-    const int64_t ld = plan_.layout.lda;
-    const int64_t copies = p_.stride_a == 0 ? 1 : p_.batch;
-    float* rows = transposed_rows_scratch(kARows, static_cast<size_t>(copies * p_.m * ld));
-    for (int64_t b = 0; b < copies; ++b)
-        transpose_a_to_rows(a + b * p_.stride_a, p_.lda, p_.m, p_.k, rows + b * p_.m * ld, ld, avx512());
-    return ARows{rows, copies == 1 ? 0 : p_.m * ld};
+    ARows rows{};
+    rows.stride = copy_into_rows(kARows, a, p_.lda, p_.stride_a, p_.batch, p_.m, p_.k, plan_.layout.lda, avx512(),
+                                 &rows.a);
+    return rows;
 }
 
 // A B stored K x N (few columns) is copied into its N rows of K once per call, before any task runs (every
 // row tile reads all of them; a shared B, stride 0, once).
 GemmF32DotKernel::BRows GemmF32DotKernel::b_rows(const float* b) const {
     if (!plan_.b_transposed) return BRows{b, p_.stride_b};
-    const int64_t ld = plan_.layout.ldb;
-    const int64_t copies = p_.stride_b == 0 ? 1 : p_.batch;
-    float* rows = transposed_rows_scratch(kBRows, static_cast<size_t>(copies * p_.n * ld));
-    for (int64_t batch = 0; batch < copies; ++batch)
-        transpose_a_to_rows(b + batch * p_.stride_b, p_.ldb, p_.n, p_.k, rows + batch * p_.n * ld, ld, avx512());
-    return BRows{rows, copies == 1 ? 0 : p_.n * ld};
+    BRows rows{};
+    rows.stride = copy_into_rows(kBRows, b, p_.ldb, p_.stride_b, p_.batch, p_.n, p_.k, plan_.layout.ldb, avx512(),
+                                 &rows.b);
+    return rows;
 }
 
 void GemmF32DotKernel::run(const RunArgs& args) const {

@@ -525,13 +525,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_shor
         __m512i sums[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         int64_t kg = 0;
         for (; kg < full; ++kg, row += 4 * ldb)
-            short_rows_quad(panel + kg * nr * 4, lo, hi, colsum != nullptr, b_signed, sums, _mm256_maskz_loadu_epi8(mask, row), _mm256_maskz_loadu_epi8(mask, row + ldb),
-                _mm256_maskz_loadu_epi8(mask, row + 2 * ldb), _mm256_maskz_loadu_epi8(mask, row + 3 * ldb));
+            short_rows_quad(panel + kg * nr * 4, lo, hi, colsum != nullptr, b_signed, sums,
+                            _mm256_maskz_loadu_epi8(mask, row), _mm256_maskz_loadu_epi8(mask, row + ldb),
+                            _mm256_maskz_loadu_epi8(mask, row + 2 * ldb), _mm256_maskz_loadu_epi8(mask, row + 3 * ldb));
         if (rest > 0) {
             const __m256i z = _mm256_setzero_si256();
-            short_rows_quad(panel + kg * nr * 4, lo, hi, colsum != nullptr, b_signed, sums, _mm256_maskz_loadu_epi8(mask, row),
-                rest > 1 ? _mm256_maskz_loadu_epi8(mask, row + ldb) : z,
-                rest > 2 ? _mm256_maskz_loadu_epi8(mask, row + 2 * ldb) : z, z);
+            short_rows_quad(panel + kg * nr * 4, lo, hi, colsum != nullptr, b_signed, sums,
+                            _mm256_maskz_loadu_epi8(mask, row), rest > 1 ? _mm256_maskz_loadu_epi8(mask, row + ldb) : z,
+                            rest > 2 ? _mm256_maskz_loadu_epi8(mask, row + 2 * ldb) : z, z);
         }
         if (groups > live) std::memset(panel + live * nr * 4, 0, static_cast<size_t>((groups - live) * nr * 4));
         if (colsum) {
