@@ -1,14 +1,14 @@
-// The AMX whole-call generator: a small product whose K is one or two equal tile steps (plan::amx_k_step_bytes:
+// The AMX whole-call generator: a small product whose K is one to four equal tile steps (plan::amx_k_step_bytes:
 // at most 64 bytes each), stored straight into C, becomes one generated function that runs the entire call: the
 // tile configuration, every product, every store, and the tilerelease.
 //
 //   void whole(const void* a, const void* b, void* c, void* b_panels, void* a_rows);
 //
-//   pack B's first panel (where the function packs B); copy the A rows that K's steps would read past K
-//   (a_rows); ldtilecfg (it runs while the packing stores drain)
+//   pack B's first panel (where the function packs B); copy the last K step of the A rows that it would read
+//   past K (a_rows); ldtilecfg (it runs while the packing stores drain)
 //   for each panel of packed B ([k group][32 columns][4 bytes], the steps' k groups, at b_panels):
-//       load the panel's B tiles (per column tile and K step)
-//       for each 16-row tile of A (read in place, or from a_rows), each of the panel's column tiles:
+//       load the panel's B tiles (per column tile and K step; from three steps, each product loads its own)
+//       for each 16-row tile of A (read in place, its last step from a_rows where copied), each column tile:
 //           C tile = 0; C tile += A x B (one product per K step)
 //           (after the panel's first row tile) pack the next panel of B, ahead of any C store
 //           store the C tile multiplied two (two K steps: one) column tiles ago
@@ -41,8 +41,8 @@ namespace jitmm::x86 {
 // kAmxWholeMaxBBytes of packed B and kAmxWholeMaxACopyBytes of copied A rows (the driver keeps both on its stack).
 bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan);
 constexpr int64_t kAmxWholeMaxTiles = 64;
-constexpr int64_t kAmxWholeMaxSteps = 2;
-constexpr int64_t kAmxWholeMaxBBytes = 16 * 1024;
+constexpr int64_t kAmxWholeMaxSteps = 4;
+constexpr int64_t kAmxWholeMaxBBytes = 32 * 1024;
 constexpr int64_t kAmxWholeMaxACopyBytes = 16 * 1024;
 
 using AmxWholeFn = void (*)(const void* a, const void* b, void* c, void* b_panels, void* a_rows);
