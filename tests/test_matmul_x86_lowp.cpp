@@ -2080,8 +2080,8 @@ TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated 
     // a step reads A's last row tile (int8) or every row (bf16) from the function's zero-padded copy. B stored K x
     // N is packed inside the function (32-column panels, one-tile panels, shifted panels, zero k rows past K), B
     // stored N x K by the driver. Odd ld pads (A rows split across lines, B rows misaligned), B off a 64-byte
-    // boundary, NaN and Inf in bf16 rows' padding past K, the int8 saturation corners, and the tiles released
-    // when the call returns; shapes next to the path (K past two steps, a bias) take the microkernels and must
+    // boundary, NaN and Inf in bf16 rows' padding past K, the int8 saturation corners, batches, and the tiles
+    // released when the call returns; shapes next to the path (K past two steps, a bias) take the microkernels and must
     // agree too.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
         WARN("SKIPPED: no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
@@ -2119,6 +2119,7 @@ TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated 
         c.ldc_pad = it % 7 == 4 ? 5 : 0;
         c.b_offset = it % 6 == 5 ? 3 : 0;
         c.poison_pads = bf16 && it % 2 == 0;
+        c.batch = it % 4 == 1 ? 3 : 1;  // a call of the function per batch, one tile configuration for all
         if (!bf16 && it % 9 == 0) {  // saturation corners: -128 * -128, 255 * 255, 255 * -128
             c.a_fill = c.a == JITMM_DTYPE_S8 ? -128 : 255;
             c.b_fill = c.b == JITMM_DTYPE_S8 ? -128 : 255;
@@ -3251,8 +3252,8 @@ TEST_CASE("x86 lowp planner: tiny products in batches take AMX where one tile co
 
 TEST_CASE("x86 lowp planner: short K over tile tails and C rows off lines leaves AMX", "[x86][lowp][plan]") {
     // bf16 over a K of 6 or 8 with a row tail and C rows off 64-byte lines: the converted FMAs; batches of an s8 A
-    // over a K of 3-16 with column tails past one tile, rows off lines and small C: VNNI. Rows on lines, whole
-    // tiles, K outside the ranges and large C keep AMX.
+    // over a K of 3-16 with column tails past one tile, rows off lines and small C: VNNI, under 48 columns (the
+    // whole-call AMX function serves more). Rows on lines, whole tiles, K outside the ranges and large C keep AMX.
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     using jitmm::plan::LowpStep;
     const auto step = [&](int64_t m, int64_t n, int64_t k, int64_t ldc, int64_t batch, jitmm_dtype in) {
@@ -3269,8 +3270,10 @@ TEST_CASE("x86 lowp planner: short K over tile tails and C rows off lines leaves
     CHECK(step(200, 2000, 8, 2000, 1, bf16) == LowpStep::amx_bf16);  // rows on lines
     CHECK(step(128, 100, 8, 100, 8, bf16) == LowpStep::amx_bf16);    // whole row tiles
     CHECK(step(300, 1000, 10, 1000, 1, bf16) == LowpStep::amx_bf16);  // K = 10
-    CHECK(step(56, 57, 5, 57, 16, s8) == LowpStep::vnni_u8s8);
-    CHECK(step(40, 70, 16, 70, 10, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(16, 36, 5, 36, 38, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(40, 40, 16, 40, 10, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(56, 57, 5, 57, 16, s8) == LowpStep::amx_int8);    // 48 columns: the whole-call function
+    CHECK(step(40, 70, 16, 70, 10, s8) == LowpStep::amx_int8);
     CHECK(step(16, 32, 5, 32, 38, s8) == LowpStep::amx_int8);    // whole columns
     CHECK(step(56, 57, 5, 64, 16, s8) == LowpStep::amx_int8);    // rows on lines
     CHECK(step(56, 57, 32, 57, 16, s8) == LowpStep::amx_int8);   // K = 32

@@ -280,8 +280,9 @@ struct LowpFamily {
     // block alternate two sets of C tiles (panel_pairs), the second set configured as the first; 17: fma_f32
     // calls prefetch their C tile over a short K (LowpLayout::c_prefetch); 18: the vector K loops' remainder
     // past 4 iterations as a loop of one step; 19: the whole-call AMX function overlaps tail tiles, copies A rows
-    // that K's steps would read past K; 20: and runs three or four K steps, copying only the last step
-    static constexpr int kVersion = 20;
+    // that K's steps would read past K; 20: and runs three or four K steps, copying only the last step; 21: and
+    // leaves the tile configuration to stubs (a call per batch under one configuration)
+    static constexpr int kVersion = 21;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

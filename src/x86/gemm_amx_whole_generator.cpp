@@ -71,7 +71,6 @@ public:
             pack_panel(panels_[0], 0);
         }
         if (copies) copy_a_rows();
-        ldtilecfg(ptr[rip + config_]);
         mov(r8, a_row_bytes_);
         mov(r9, c_row_bytes_);
         mov(r10, kBPanelRow);
@@ -112,8 +111,23 @@ public:
             }
         }
         while (!waiting_.empty()) store_oldest();
-        tilerelease();
         if (packs_b_ || copies) vzeroupper();
+        ret();
+        return entry;
+    }
+
+    // The stubs the driver calls around a run of calls (TileSession): the tile configuration, and the release.
+    size_t emit_config_stub() {
+        align(16);
+        const size_t entry = getSize();
+        ldtilecfg(ptr[rip + config_]);
+        ret();
+        return entry;
+    }
+    size_t emit_release_stub() {
+        align(16);
+        const size_t entry = getSize();
+        tilerelease();
         ret();
         return entry;
     }
@@ -357,7 +371,8 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     if (!plan::step_is_amx(L.step) || L.swap_ab || L.dot_nt || L.amx_c_streamed || L.amx_c_staged) return false;
     if (!amx_direct_store(L)) return false;
     // (A packed by the plan is read here as stored, or from the function's copy of its rows: M x K is enough.)
-    if (p.batch != 1 || plan.threads > 1 || plan.m_chunks != 1 || plan.n_chunks != 1 || p.trans_a) return false;
+    // (Batches run one call of the function each, a run of them per thread.)
+    if ((p.batch == 1 && plan.threads > 1) || plan.m_chunks != 1 || plan.n_chunks != 1 || p.trans_a) return false;
     if (plan.k_blocks(p.k) != 1 || p.m > plan.mc || p.n > plan.nc) return false;
     // JITMM_X86_LOWP_WHOLE=0: never; =tiles: only over whole tiles and steps, no tails (measurements).
     const char* env = std::getenv("JITMM_X86_LOWP_WHOLE");
@@ -366,6 +381,12 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     const bool tails = p.m % kTile != 0 || p.n % kTile != 0 ||
                        (p.k * plan::step_elem_bytes(L.step)) % plan::amx_k_step_bytes(L.step, p.k) != 0;
     if (forced == "tiles" && tails) return false;
+    // Batches of whole tiles whose B the driver packs (stored N x K, or N under 16) kept the microkernels, which
+    // share one configuration over a group of batches (1 thread, median us, microkernels -> function: bf16
+    // 64x64x64 NT x9 4.70 -> 4.99, u8 32x64x64 NT x9 2.52 -> 2.83, s8 8^3 x64 2.66 -> 2.93); with tails, or B
+    // packed here, the function won (s8 35x63x26 x20 9.44 -> 5.47, NT 11.9 -> 8.6, 16^3 x16 0.82 -> 0.56,
+    // 64x64x16 x16 6.3 -> 5.4, bf16 33^3 x8 3.78 -> 2.00).
+    if (p.batch > 1 && !tails && !amx_whole_packs_b(p, plan)) return false;
     int64_t column_tiles = 0;
     for (const auto& panel : amx_whole_panels(p.n)) column_tiles += panel.tiles;
     const int64_t row_tiles = static_cast<int64_t>(amx_whole_tiles(p.m).size());
@@ -423,6 +444,8 @@ LowpCode generate_amx_whole(const Problem& p, const plan::X86LowpPlan& plan) {
         AmxWholeEmitter emitter(p, plan, buffer, size);
         LowpCode out;
         out.entries.push_back(emitter.emit_function());
+        out.config_entries.push_back(emitter.emit_config_stub());
+        out.release_entry = emitter.emit_release_stub();
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
         return out;
