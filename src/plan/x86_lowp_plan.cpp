@@ -152,7 +152,8 @@ constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
 // Batches of an s8 A with column tails over a K up to this run on VNNI (choose_step).
 constexpr int64_t kBatchedTailVnniMinK = 3, kBatchedTailVnniMaxK = 16;
 constexpr double kBatchedTailVnniMaxC = 16384;  // values of one batch's C
-constexpr int64_t kBatchedTailWholeMinColumns = 48;  // and fewer columns where the whole-call function serves
+constexpr int64_t kBatchedTailWholeMinColumns = 48;  // and fewer columns or rows where the whole-call function
+constexpr int64_t kBatchedTailWholeMinRows = 24;     // serves (12x113x3 NT x7: VNNI 1.30 us, AMX 1.62)
 
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
@@ -217,9 +218,11 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 0.55, 100x120x12 1.07 -> 0.71, 48x200x12 0.65 -> 0.41, 40x250x20 1.08 -> 0.68, 100x60x30 0.67 -> 0.39,
         // 20x200x32 0.55 -> 0.32, 120x120x8 1.28 -> 1.05, NT 0.88 -> 0.77, 1.15 -> 0.98, 0.87 -> 0.76, 1.22 ->
         // 1.06, 0.75 -> 0.52, 0.58 -> 0.55, 1.36 -> 1.32); VNNI kept: 16x300x8 0.38 (AMX 0.57), 30x500x8 1.40
-        // (2.0), 64x250x4 1.25 (1.44), 50x50x4 0.20 (0.26), 14x795x4 0.80 (1.60), 33x100x10 NT 0.39 (0.59).
+        // (2.0), 64x250x4 1.25 (1.44), 50x50x4 0.20 (0.26), 14x795x4 0.80 (1.60), 33x100x10 NT 0.39 (0.59), and
+        // B stored N x K under 40 rows (26x242x27 NT 1.12, AMX 1.26).
         const bool whole_tails_amx =
-            whole_call && p.batch == 1 && p.m >= 20 && (p.k >= 12 || (p.k >= 6 && p.m >= 96 && p.n <= 128));
+            whole_call && p.batch == 1 && p.m >= (p.trans_b ? 40 : 20) &&
+            (p.k >= 12 || (p.k >= 6 && p.m >= 96 && p.n <= 128));
         const bool tails = (p.m % 16 != 0 || p.n % 16 != 0) && !whole_tails_amx;
         const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK &&
                                   (c_values >= kShortKVnniMinC || (tails && c_values >= kShortKVnniMinTailC)) &&
@@ -259,7 +262,8 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
                                        p.n > 16 && p.n % 16 != 0 &&
                                        (p.ldc * dtype_size(p.c_type)) % 64 != 0 &&
                                        double(p.m) * double(p.n) <= kBatchedTailVnniMaxC &&
-                                       !(whole_call && p.n >= kBatchedTailWholeMinColumns);
+                                       !(whole_call && p.n >= kBatchedTailWholeMinColumns &&
+                                         p.m >= kBatchedTailWholeMinRows);
         // JITMM_X86_LOWP_INT8_STEP=amx|vnni: the step forced where the ISA has it (measurements).
         const char* forced = std::getenv("JITMM_X86_LOWP_INT8_STEP");
         const std::string forced_step = forced != nullptr ? forced : "";

@@ -2,19 +2,19 @@
 // at most 64 bytes each), stored straight into C, becomes one generated function that runs the entire call (of
 // one batch): every product and every store; two stubs load its one tile configuration and release the tiles.
 //
-//   void whole(const void* a, const void* b, void* c, void* b_panels, void* a_rows);
+//   void whole(const void* a, const void* b, void* c, void* b_panels, void* a_rows, int64_t single_call);
 //
-//   (the driver has loaded the tile configuration: LowpCode::config_entries[0], a stub, once for a run of
-//   batches, and releases the tiles after them: LowpCode::release_entry)
 //   pack B's first panel (where the function packs B); copy the last K step of the A rows that it would read
-//   past K (a_rows)
+//   past K (a_rows); a single call: ldtilecfg (it runs while the packing stores drain); a run of batches: the
+//   driver has loaded the configuration once with a stub (LowpCode::config_entries[0]) and releases the tiles
+//   after them (LowpCode::release_entry)
 //   for each panel of packed B ([k group][32 columns][4 bytes], the steps' k groups, at b_panels):
 //       load the panel's B tiles (per column tile and K step; from three steps, each product loads its own)
 //       for each 16-row tile of A (read in place, its last step from a_rows where copied), each column tile:
 //           C tile = 0; C tile += A x B (one product per K step)
 //           (after the panel's first row tile) pack the next panel of B, ahead of any C store
 //           store the C tile multiplied two (two K steps: one) column tiles ago
-//   store the rest
+//   store the rest; a single call: tilerelease
 //
 // Tails take no tile shape of their own (amx_whole_tiles): a dimension past 16 ends in one more whole tile that
 // ends at its last row or column and overlaps the tile before; the overlapped values are computed twice from the
@@ -47,7 +47,9 @@ constexpr int64_t kAmxWholeMaxSteps = 4;
 constexpr int64_t kAmxWholeMaxBBytes = 32 * 1024;
 constexpr int64_t kAmxWholeMaxACopyBytes = 16 * 1024;
 
-using AmxWholeFn = void (*)(const void* a, const void* b, void* c, void* b_panels, void* a_rows);
+// single_call non-zero: the function loads the tile configuration itself and releases the tiles (one batch);
+// zero: the driver has loaded it with the configuration stub (a run of batches).
+using AmxWholeFn = void (*)(const void* a, const void* b, void* c, void* b_panels, void* a_rows, int64_t single_call);
 
 // The first rows (or columns) of one dimension's tiles: 0, 16, 32, ..., and where the extent ends inside a tile,
 // extent - 16 (the overlapping last tile); {0} for an extent under 16 (one tile of extent rows).

@@ -762,8 +762,12 @@ void GemmLowpKernel::run_whole(const RunArgs& args, int64_t batch_begin, int64_t
                 panel += groups * plan_.nr() * 4;
             }
         }
+        if (batch_end - batch_begin == 1) {  // the function configures and releases (ahead of its products)
+            whole_(a, b, c, b_panels, a_rows, 1);
+            continue;
+        }
         tiles.use(configs_[kWholeConfigSlot]);  // (the driver's packing leaves the tiles alone)
-        whole_(a, b, c, b_panels, a_rows);
+        whole_(a, b, c, b_panels, a_rows, 0);
     }
 }
 
