@@ -3343,8 +3343,10 @@ TEST_CASE("x86 lowp AMX whole-call: tiles and panels overlap at the tails, and t
     CHECK(fits(100, 40, 128, JITMM_DTYPE_S8, JITMM_DTYPE_S32));
     CHECK(fits(33, 33, 33, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));
     CHECK(fits(63, 63, 63, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));
-    CHECK(fits(100, 100, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));        // four steps
-    CHECK_FALSE(fits(100, 100, 160, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));  // five
+    CHECK(fits(96, 96, 96, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));           // three steps
+    CHECK(fits(65, 65, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));          // four
+    CHECK_FALSE(fits(100, 100, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));  // four over 49 tiles: too many products
+    CHECK_FALSE(fits(64, 64, 160, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));    // five steps
     CHECK_FALSE(fits(400, 20, 64, JITMM_DTYPE_S8, JITMM_DTYPE_S32));      // 25 row tiles over 20 columns
 }
 

@@ -32,6 +32,9 @@ constexpr int kHeldSteps = 2;
 // Bytes between the copied rows of A's last step (one tile row).
 constexpr int64_t kStepRowBytes = 64;
 
+// Tile products at most over three or four K steps (amx_whole_call_fits).
+constexpr int64_t kWholeMaxLongProducts = 160;
+
 // Row tiles at most over 17-31 columns (amx_whole_call_fits).
 constexpr int64_t kWholeMaxRowTilesOverTwoPanels = 16;
 
@@ -415,6 +418,9 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     // Batches over three or four steps kept the microkernels (1 thread, median us, microkernels -> function: bf16
     // 128x64x128 x12 16.6 -> 19.3, 117x20x118 NT x2 2.31 -> 2.85, s8 31x19x240 NT x17 6.0 -> 7.5).
     if (p.batch > 1 && steps > kHeldSteps) return false;
+    // Three or four steps: at most kWholeMaxLongProducts products, unrolled (the JIT time grows with them: bf16
+    // 128^3, 256 products, took 118 us to generate against 57 for the microkernels, and ran as fast).
+    if (steps > kHeldSteps && row_tiles * column_tiles * steps > kWholeMaxLongProducts) return false;
     if (amx_whole_b_bytes(p, plan) > kAmxWholeMaxBBytes) return false;
     // The rows whose last step is copied where the steps end past K (AmxWholeEmitter::copied_rows_from): all of
     // them for bf16, the last row tile's for int8, 64 bytes each.
