@@ -2570,3 +2570,36 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
         jitmm_engine_destroy(e);
     }
 }
+
+// A B as stored read in place over 5/8 of L2 (up to all of it): its rows prefetched 16 steps ahead in the long K
+// blocks of a B that fits; not for a smaller B, one- or two-row tiles, rows 4 KiB apart, nor a B past L2.
+TEST_CASE("x86 f32 planner: a B in place crowding L2 prefetches its rows in long K blocks", "[x86][plan]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    for (bool ta : {false, true}) {
+        const auto crowded = jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 390, 1233, ta, false), cpu, isa, 1);
+        CHECK(crowded.layout.b_prefetch_k == 16);
+        CHECK(crowded.kc >= 256);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 1200, 300, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 500, 600, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(2, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k != 16);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 1024, 450, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+        const auto from_memory = jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 390, 3000, ta, false), cpu, isa, 1);
+        CHECK(from_memory.layout.b_prefetch_k == 32);
+        CHECK(from_memory.kc == 32);
+    }
+    std::mt19937 rng(1233);
+    for (const Tier& tier : runnable_tiers()) {
+        jitmm_engine* e = make_engine(tier.name, 1);
+        const Case cases[] = {{7, 390, 1233, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
+                              {7, 390, 1233, 1, true, false, 3, 0, 5, -0.5f, 0.5f, JITMM_EPILOGUE_BIAS_SILU},
+                              {6, 1200, 300, 1, false, false, 1, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_RELU, JITMM_BIAS_PER_ROW}};
+        for (const Case& c : cases) {
+            INFO("tier " << tier.name << " " << describe(c));
+            check_case(e, c, rng);
+        }
+        jitmm_engine_destroy(e);
+    }
+}
