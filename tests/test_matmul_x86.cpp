@@ -2508,7 +2508,7 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
                            static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT)};
                     c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
                     c.share_b = c.batch > 1 && it % 8 == 1;
-                    const std::string streams = std::to_string(1 + it % 8), pf = it % 3 == 2 ? "512" : "0";
+                    const std::string streams = std::to_string(1 + it % 16), pf = it % 3 == 2 ? "512" : "0";
                     setenv("JITMM_X86_GEMV_STREAMS", streams.c_str(), 1);
                     setenv("JITMM_X86_GEMV_PF", pf.c_str(), 1);
                     INFO("streams " << streams << " prefetch " << pf);

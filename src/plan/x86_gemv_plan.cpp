@@ -12,7 +12,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Rows read at once, from as many segments of K (1 thread, median us, 1 / 2 / 4 / 8 streams: 1x305x3602 323 / 272
 // / 253 / 251, 1x4096x4096 4870 / 4137 / 3972 / 3807, 1x512x512 9.7 / 7.2 / 6.2 / 6.3, 2845x1x153 TN 24.2 / 23.2 /
-// 20.6 / 16.8). Software prefetches only took load slots: of every line a few rows ahead (4 streams, none / 2 / 4
+// 20.6 / 16.8; 8 / 12 / 16 streams, three rounds: 1x305x3602 254 / 254-255 / 263-264, 1x808x890 157-163 / 159-162
+// / 166-169, 2845x1x153 TN 16.6-17.8 / 15.9-16.6 / 20.2-22.2, 1x4096x4096 3886-3899 / 3959-4016 / 4068-4135).
+// Software prefetches only took load slots: of every line a few rows ahead (4 streams, none / 2 / 4
 // / 8 rows: 1x305x3602 253 / 259 / 258 / 261, 1x512x512 6.2 / 6.8 / 9.0 / 11.1, 1x2000x200 11.9 / 24.4 / 22.0 /
 // 23.4), and of one line in four a few hundred bytes ahead into L2 (8 streams, none / 256 / 512 / 1024 bytes:
 // 1x808x890 162-170 / 160-168 / 161-169 / 168-171, 1x512x512 6.3 / 7.2-7.4 / 7.4 / 7.6-7.8, 2845x1x153 TN 17.3-17.7

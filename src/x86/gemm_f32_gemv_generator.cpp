@@ -19,8 +19,8 @@ constexpr int kVectorsPerIteration = 4;
 
 // Register plan (System V): rdi = a at the current row of segment 0, rsi = B at that row (the call's first
 // column), rdx = C, rcx = bias, r8 = acc, r9 = the whole vectors' bytes, r10 = column offset in bytes, r11 = row
-// loop counter, rax scratch. zmm0 .. 3 sums, zmm4 .. 6 the epilogue's scratch, zmm23 a per-row bias, zmm24 .. 31 the
-// broadcast a values of the streams. k1 holds the tail's lanes (k2 is the erf-GELU's).
+// loop counter, rax scratch. zmm0 .. 3 sums, zmm4 .. 6 the epilogue's scratch, zmm23 a per-row bias, the streams'
+// broadcast a values in zmm24 .. 31, then zmm7 .. 14. k1 holds the tail's lanes (k2 is the erf-GELU's).
 class GemmF32GemvEmitter : public Xbyak::CodeGenerator {
 public:
     GemmF32GemvEmitter(const GemmF32GemvLayout& layout, uint8_t* buffer, size_t capacity)
@@ -48,7 +48,7 @@ private:
     Zmm sum(int u) const { return Zmm(u); }
     Zmm scratch(int t) const { return Zmm(4 + t); }
     Zmm row_bias() const { return Zmm(23); }
-    Zmm a_value(int s) const { return Zmm(24 + s); }
+    Zmm a_value(int s) const { return Zmm(s < 8 ? 24 + s : 7 + (s - 8)); }
 
     int64_t segment_rows() const { return L_.k / L_.streams; }
     int64_t b_row_bytes() const { return L_.ldb * 4; }

@@ -32,7 +32,7 @@ struct GemmF32GemvLayout {
     Activation activation = Activation::none;
 };
 
-constexpr int kGemvMaxStreams = 8;
+constexpr int kGemvMaxStreams = 16;
 
 struct GeneratedGemvCode {
     std::vector<uint8_t> bytes;
