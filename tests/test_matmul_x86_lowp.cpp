@@ -4,6 +4,7 @@
 // four layouts, ld > width, batches and thread counts. Outputs are poisoned before every run; padding between
 // rows must stay intact. AMX tile state must be released on every thread that ran tiles.
 #include "hw/cpu.hpp"
+#include "x86/gemm_amx_whole_generator.hpp"
 #include "x86/pack_lowp.hpp"
 
 #include <catch2/catch.hpp>
@@ -2071,13 +2072,17 @@ TEST_CASE("x86 lowp AMX: tiles configured per task on pool threads and released 
     CHECK(pool.leaked == 0);
 }
 
-TEST_CASE("x86 lowp AMX: small calls of whole tiles and one or two K steps run as one generated function",
+TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated function, tails overlapping",
           "[x86][lowp][amx]") {
-    // gemm_amx_whole_generator: M and N multiples of 16, K one or two equal tile steps (up to 64 bytes each, whole
-    // dwords), one thread, direct stores. B stored K x N is packed inside the function (32-column panels, a
-    // 16-column last panel), B stored N x K by the driver. Odd ld pads (A rows split across lines, B rows misaligned), B off a
-    // 64-byte boundary, the int8 saturation corners, and the tiles released when the call returns; shapes next
-    // to the path (an odd M or N, K past one step, a bias) take the microkernels and must agree too.
+    // gemm_amx_whole_generator: K one or two equal tile steps (up to 64 bytes each), one thread, direct stores.
+    // M and N past 16 that end inside a tile take one more whole tile ending at the last row or column (it
+    // overlaps the one before: those values are stored twice); under 16, one short tile. A K that ends inside
+    // a step reads A's last row tile (int8) or every row (bf16) from the function's zero-padded copy. B stored K x
+    // N is packed inside the function (32-column panels, one-tile panels, shifted panels, zero k rows past K), B
+    // stored N x K by the driver. Odd ld pads (A rows split across lines, B rows misaligned), B off a 64-byte
+    // boundary, NaN and Inf in bf16 rows' padding past K, the int8 saturation corners, and the tiles released
+    // when the call returns; shapes next to the path (K past two steps, a bias) take the microkernels and must
+    // agree too.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
         WARN("SKIPPED: no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
         return;
@@ -2085,36 +2090,38 @@ TEST_CASE("x86 lowp AMX: small calls of whole tiles and one or two K steps run a
     TileConfigReader reader;
     std::mt19937 rng(4848);
     EngineGuard e{make_engine("amx", 1)};
-    const int64_t extents[] = {16, 32, 48, 64, 80, 128};
-    // K bytes: one step 4-64; two steps 72 = 2 x 36, 80, 96, 120, 128; 100 splits into no equal dword steps.
-    const int64_t int8_k[] = {4, 12, 16, 20, 40, 48, 60, 64, 72, 80, 96, 120, 128, 100};
+    const int64_t extents[] = {16, 32, 48, 64, 80, 128, 1, 7, 17, 31, 33, 63, 65, 100};
+    // K bytes: one step 4-64; two steps 72 = 2 x 36, 80, 96, 120, 128; 100 splits into no equal dword steps; and K
+    // tails inside a step (int8 rounds up to dwords, bf16 copies its rows).
+    const int64_t int8_k[] = {4, 12, 16, 20, 40, 48, 60, 64, 72, 80, 96, 120, 128, 100, 1, 3, 33, 63, 65, 127};
+    const int64_t bf16_k[] = {2, 6, 8, 10, 20, 24, 30, 32, 36, 40, 48, 60, 64, 50, 1, 3, 17, 31, 33, 63};
+    constexpr int kKinds = 20;
     const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
                                   {JITMM_DTYPE_S8, JITMM_DTYPE_U8}, {JITMM_DTYPE_U8, JITMM_DTYPE_U8},
                                   {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
-    for (int it = 0; it < 160; ++it) {
+    for (int it = 0; it < 280; ++it) {
         Case c;
         const auto& in = ins[it % 5];
         c.a = in[0];
         c.b = in[1];
         const bool bf16 = c.a == JITMM_DTYPE_BF16;
         c.c = bf16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
-        c.m = extents[(it * 7) % 6];
-        c.n = extents[(it / 6 + it) % 6];
+        c.m = extents[(it * 7) % 14];
+        c.n = extents[(it / 14 + it) % 14];
         if (c.m * c.n > 64 * 64 * 2) c.m = 32;  // within the unrolled tile count
-        c.k = bf16 ? int8_k[it % 14] / 2 : int8_k[(it / 5) % 14];
+        c.k = bf16 ? bf16_k[(it / 5 + it) % kKinds] : int8_k[(it / 5) % kKinds];
         c.tb = it % 4 == 3;
         c.lda_pad = it % 3 == 1 ? 3 : 0;
         c.ldb_pad = it % 5 == 2 ? 7 : 0;
         c.ldc_pad = it % 7 == 4 ? 5 : 0;
         c.b_offset = it % 6 == 5 ? 3 : 0;
+        c.poison_pads = bf16 && it % 2 == 0;
         if (!bf16 && it % 9 == 0) {  // saturation corners: -128 * -128, 255 * 255, 255 * -128
             c.a_fill = c.a == JITMM_DTYPE_S8 ? -128 : 255;
             c.b_fill = c.b == JITMM_DTYPE_S8 ? -128 : 255;
         }
-        // Beside the path: a row tail, a column tail, three K steps, or an epilogue (the microkernels).
-        switch (it % 11) {
-            case 7: c.m += 5; break;
-            case 8: c.n += 9; break;
+        // Beside the path: three K steps, or an epilogue (the microkernels).
+        switch (it % 13) {
             case 9: c.k += bf16 ? 64 : 128; break;
             case 10: c.beta = 1.0f; break;
             default: break;
@@ -2770,7 +2777,8 @@ TEST_CASE("x86 lowp AMX: runs of panels of one row tile and one K step alternate
 TEST_CASE("x86 lowp AMX tier: a u8 A of a row tile's tail times a small B stored N x K runs on VNNI, exactly",
           "[x86][lowp][amx]") {
     // choose_step's tail_rows_u8: under 32 rows, not whole 16-row tiles, B stored N x K of at most 128 columns, M x N
-    // x K up to 96 x 32 x 32; whole 16-row tiles, an s8 A, B stored K x N and wide N keep AMX.
+    // x K up to 96 x 32 x 32 (a call of one batch only under 12 rows: the whole-call AMX function serves more);
+    // whole 16-row tiles, an s8 A, B stored K x N and wide N keep AMX. (The generator is checked for one batch.)
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
         WARN("SKIPPED: no usable AMX on this CPU");
         return;
@@ -2781,8 +2789,9 @@ TEST_CASE("x86 lowp AMX tier: a u8 A of a row tile's tail times a small B stored
         bool tb;
         const char* generator;
     };
-    const Want wants[] = {{13, 59, 62, JITMM_DTYPE_U8, true, "x86_int8_vnni_avx512"},
-                          {26, 59, 62, JITMM_DTYPE_U8, true, "x86_int8_vnni_avx512"},
+    const Want wants[] = {{13, 59, 62, JITMM_DTYPE_U8, true, "x86_int8_amx"},
+                          {26, 59, 62, JITMM_DTYPE_U8, true, "x86_int8_amx"},
+                          {10, 59, 62, JITMM_DTYPE_U8, true, "x86_int8_vnni_avx512"},
                           {5, 120, 60, JITMM_DTYPE_U8, true, "x86_int8_vnni_avx512"},
                           {32, 64, 64, JITMM_DTYPE_U8, true, "x86_int8_amx"},
                           {13, 59, 62, JITMM_DTYPE_S8, true, "x86_int8_amx"},
@@ -3283,12 +3292,52 @@ TEST_CASE("x86 lowp planner: int8 with a K of at most 32 over a large C runs on 
     CHECK(step(64, 64, 32, JITMM_DTYPE_U8) == LowpStep::amx_int8);       // a small C
     CHECK(step(1000, 48, 4, JITMM_DTYPE_S8) == LowpStep::amx_int8);      // s8 A over a narrow C
     CHECK(step(200, 1000, 12, JITMM_DTYPE_S8) == LowpStep::amx_int8);    // s8 A past two k groups
-    // A smaller C with tile tails: no whole-call AMX function, a configuration per tail shape.
+    // A smaller C with tile tails: a configuration per tail shape, and the whole-call AMX function (tails
+    // overlapping) only from 20 rows over a K of 12, or 6 over 96 rows and at most 128 columns.
     CHECK(step(14, 795, 4, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
-    CHECK(step(100, 100, 6, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(100, 300, 6, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(33, 100, 10, JITMM_DTYPE_U8) == LowpStep::vnni_u8s8);
+    CHECK(step(100, 100, 6, JITMM_DTYPE_U8) == LowpStep::amx_int8);
+    CHECK(step(48, 200, 12, JITMM_DTYPE_U8) == LowpStep::amx_int8);
     CHECK(step(14, 795, 4, JITMM_DTYPE_S8) == LowpStep::vnni_u8s8);
     CHECK(step(64, 64, 8, JITMM_DTYPE_S8) == LowpStep::amx_int8);       // whole tiles
     CHECK(step(100, 100, 6, JITMM_DTYPE_S8) == LowpStep::amx_int8);     // s8 A over a narrow C
+}
+
+TEST_CASE("x86 lowp AMX whole-call: tiles and panels overlap at the tails, and the planner's small tails fit",
+          "[x86][lowp][amx][plan]") {
+    using V = std::vector<int64_t>;
+    CHECK(jitmm::x86::amx_whole_tiles(7) == V{0});
+    CHECK(jitmm::x86::amx_whole_tiles(16) == V{0});
+    CHECK(jitmm::x86::amx_whole_tiles(17) == V{0, 1});
+    CHECK(jitmm::x86::amx_whole_tiles(63) == V{0, 16, 32, 47});
+    CHECK(jitmm::x86::amx_whole_tiles(64) == V{0, 16, 32, 48});
+    const auto panels = [](int64_t n) {
+        std::vector<std::pair<int64_t, int>> out;
+        for (const auto& p : jitmm::x86::amx_whole_panels(n)) out.emplace_back(p.first, p.tiles);
+        return out;
+    };
+    using P = std::vector<std::pair<int64_t, int>>;
+    CHECK(panels(5) == P{{0, 1}});
+    CHECK(panels(16) == P{{0, 1}});
+    CHECK(panels(20) == P{{0, 1}, {4, 1}});
+    CHECK(panels(33) == P{{0, 2}, {17, 1}});
+    CHECK(panels(48) == P{{0, 2}, {32, 1}});
+    CHECK(panels(63) == P{{0, 2}, {31, 2}});
+    CHECK(panels(64) == P{{0, 2}, {32, 2}});
+    // Small products with tails plan to the whole-call function (no tile configuration per tail shape).
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    const auto fits = [&](int64_t m, int64_t n, int64_t k, jitmm_dtype in, jitmm_dtype out) {
+        const jitmm::Problem p = planner_problem(m, n, k, false, false, in, out);
+        const auto plan = jitmm::plan::plan_x86_lowp(p, cpu, X86Isa::amx, 1);
+        return jitmm::plan::step_is_amx(plan.layout.step) && jitmm::x86::amx_whole_call_fits(p, plan);
+    };
+    CHECK(fits(33, 33, 33, JITMM_DTYPE_S8, JITMM_DTYPE_S32));
+    CHECK(fits(63, 63, 63, JITMM_DTYPE_S8, JITMM_DTYPE_S32));
+    CHECK(fits(100, 40, 128, JITMM_DTYPE_S8, JITMM_DTYPE_S32));
+    CHECK(fits(33, 33, 33, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));
+    CHECK(fits(63, 63, 63, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));
+    CHECK_FALSE(fits(100, 100, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));  // K past two steps
 }
 
 TEST_CASE("x86 lowp planner: dot products for a small B over a long K, vector tiles no wider than N",

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace jitmm::plan {
@@ -135,6 +136,7 @@ constexpr double kShortKVnniMinTailC = 2048;
 // A u8 A of under 32 rows that end in a tile tail times B stored N x K runs on VNNI up to this M x N x K (choose_step).
 constexpr double kTailRowsVnniMaxMnk = 96.0 * 32 * 32;
 constexpr int64_t kTailRowsVnniMaxColumns = 128;
+constexpr int64_t kTailRowsWholeMinRows = 12;  // and fewer rows where one whole-call AMX function would run it
 
 // A u8 A of at most this many rows times a B stored K x N of at most this many bytes runs on VNNI (choose_step).
 constexpr int64_t kDecodeVnniMaxRows = 4;
@@ -159,6 +161,14 @@ constexpr int64_t kBf16MaxRowTailFmaK = 8;  // and any K up to this over a row t
 constexpr int64_t kBf16DotOneRowMinK = 32;
 constexpr int64_t kBf16DotOneRowMaxK = 256;
 
+// Whether an int8 call likely runs as the whole-call AMX function (gemm_amx_whole_generator.hpp): one batch, at
+// most 64 C tiles of 16 x 16 (tails overlapping), K in at most two tile steps. (The planner cannot name the x86
+// generator; amx_whole_call_fits decides, from the plan.)
+bool amx_whole_call_likely(const Problem& p) {
+    const int64_t tiles = (p.m + 15) / 16 * ((p.n + 15) / 16);
+    return p.batch == 1 && !p.trans_a && tiles <= 64 && p.k <= 128;
+}
+
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
         // Tiny products finish sooner on VNNI than the AMX tile configuration takes: up to 32 x 32 x 32 for a
@@ -177,9 +187,15 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // s8 A (13x59x62 NT x9 3.95, VNNI with its shift 4.2); and from 32 rows (100x20x40 0.39, VNNI 0.45). B
         // stored K x N measured mixed (13x59x62 x9 2.7 -> 2.1, 5x300x60 0.61 -> 0.64, 9x150x64 TN x3 1.43 -> 1.47),
         // and wide N lost (5x300x60 NT 0.85 -> 1.44: VNNI's dot products of B's rows).
+        // (One call of one batch that the whole-call AMX function serves, gemm_amx_whole_generator.hpp, pays no
+        // tile configuration for its tails: it overlaps whole tiles. From 12 rows: 1 thread, median us, VNNI ->
+        // AMX: u8 13x59x62 NT 0.35 -> 0.33, 13x118x62 NT 0.62 -> 0.53, 26x59x62 NT 0.50 -> 0.41, 13x59x124 NT
+        // 0.51 -> 0.43; fewer kept VNNI: 10x128x32 NT 0.24 (AMX 0.31), 5x120x60 NT 0.40 (0.46).)
+        const bool whole_call = amx_whole_call_likely(p);
         const double mnk = double(p.m) * double(p.n) * double(p.k);
         const bool tail_rows_u8 = p.a_type == JITMM_DTYPE_U8 && p.trans_b && p.m < 32 && p.m % 16 != 0 &&
-                                  p.n <= kTailRowsVnniMaxColumns && mnk <= kTailRowsVnniMaxMnk;
+                                  p.n <= kTailRowsVnniMaxColumns && mnk <= kTailRowsVnniMaxMnk &&
+                                  !(whole_call && p.m >= kTailRowsWholeMinRows);
         const bool tiny = mnk <= tiny_mnk || tail_rows_u8;
         // A K of at most 32 bytes over a C of kShortKVnniMinC values or more: writing C is the work, and the AMX
         // panels, a K step each, drain every 32 x 32 block (products, then stores, then the next loads) where
@@ -194,7 +210,15 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // AMX -> VNNI: u8 14x795x4 2.33 -> 0.97, 16x300x8 NT 1.19 -> 0.61, 100x100x6 1.63 -> 0.97, 100x120x12
         // 1.81 -> 1.05, 161x98x5 NT 3.3 -> 2.9; s8 14x795x4 2.4 -> 1.7. Whole tiles keep AMX (u8 64x64x16 0.20,
         // VNNI 0.30; s8 64x64x8 0.20, VNNI 0.43).
-        const bool tails = p.m % 16 != 0 || p.n % 16 != 0;
+        // The whole-call function overlaps its tail tiles instead (above), and wins from 20 rows over a K of 12
+        // bytes, or 6 over 96 rows and at most 128 columns (1 thread, median us, VNNI -> AMX: u8 100x100x6 0.76 ->
+        // 0.55, 100x120x12 1.07 -> 0.71, 48x200x12 0.65 -> 0.41, 40x250x20 1.08 -> 0.68, 100x60x30 0.67 -> 0.39,
+        // 20x200x32 0.55 -> 0.32, 120x120x8 1.28 -> 1.05, NT 0.88 -> 0.77, 1.15 -> 0.98, 0.87 -> 0.76, 1.22 ->
+        // 1.06, 0.75 -> 0.52, 0.58 -> 0.55, 1.36 -> 1.32); VNNI kept: 16x300x8 0.38 (AMX 0.57), 30x500x8 1.40
+        // (2.0), 64x250x4 1.25 (1.44), 50x50x4 0.20 (0.26), 14x795x4 0.80 (1.60), 33x100x10 NT 0.39 (0.59).
+        const bool whole_tails_amx =
+            whole_call && p.m >= 20 && (p.k >= 12 || (p.k >= 6 && p.m >= 96 && p.n <= 128));
+        const bool tails = (p.m % 16 != 0 || p.n % 16 != 0) && !whole_tails_amx;
         const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK &&
                                   (c_values >= kShortKVnniMinC || (tails && c_values >= kShortKVnniMinTailC)) &&
                                   (p.a_type == JITMM_DTYPE_U8 || (p.k <= 8 && p.n >= 256));
@@ -230,8 +254,13 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
                                        p.n > 16 && p.n % 16 != 0 &&
                                        (p.ldc * dtype_size(p.c_type)) % 64 != 0 &&
                                        double(p.m) * double(p.n) <= kBatchedTailVnniMaxC;
+        // JITMM_X86_LOWP_INT8_STEP=amx|vnni: the step forced where the ISA has it (measurements).
+        const char* forced = std::getenv("JITMM_X86_LOWP_INT8_STEP");
+        const std::string forced_step = forced != nullptr ? forced : "";
+        if (isa >= hw::X86Isa::amx && forced_step == "amx") return LowpStep::amx_int8;
+        const bool vnni_forced = forced_step == "vnni";
         if (isa >= hw::X86Isa::amx && !(tiny && p.b_type == JITMM_DTYPE_S8) && !short_k_vnni && !decode_vnni &&
-            !few_rows_vnni && !batched_tail_vnni)
+            !few_rows_vnni && !batched_tail_vnni && !vnni_forced)
             return LowpStep::amx_int8;
         if (isa >= hw::X86Isa::avx512_vnni && p.b_type == JITMM_DTYPE_S8) return LowpStep::vnni_u8s8;
         if (p.b_type == JITMM_DTYPE_S8 && avx_vnni_usable(cpu, isa)) return LowpStep::vnni_u8s8;  // ymm

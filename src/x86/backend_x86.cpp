@@ -290,8 +290,9 @@ struct LowpFamily {
     // place (LowpLayout::a_last_step_copied), panel runs included; 16: runs of panels of one row tile and one K
     // block alternate two sets of C tiles (panel_pairs), the second set configured as the first; 17: fma_f32
     // calls prefetch their C tile over a short K (LowpLayout::c_prefetch); 18: the vector K loops' remainder
-    // past 4 iterations as a loop of one step
-    static constexpr int kVersion = 18;
+    // past 4 iterations as a loop of one step; 19: the whole-call AMX function overlaps tail tiles, copies A rows
+    // that K's steps would read past K
+    static constexpr int kVersion = 19;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

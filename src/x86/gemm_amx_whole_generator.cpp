@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <deque>
+#include <string>
 
 namespace jitmm::x86 {
 
@@ -25,16 +27,21 @@ constexpr int kBPanelRow = 128;  // bytes of one k group across the panel
 // B tmm2-5 (column tile j, step s: 2 + 2j + s), C tmm6-7 in turn, each stored one product later.
 constexpr int kTiles = 8;
 
+// Row tiles at most over 17-31 columns (amx_whole_call_fits).
+constexpr int64_t kWholeMaxRowTilesOverTwoPanels = 16;
+
 // Register plan (System V): rdi = A, rsi = B as the caller stores it, rdx = C, rcx = the packed B panels,
-// r8 = A row stride, r9 = C row stride, r10 = B panel row stride; zmm0-2 packing temporaries, zmm29-31 the
-// permute indices. Every offset is a displacement baked from the shape.
+// r11 = the copied A rows (arrives in r8), r8 = A row stride, r9 = C row stride, r10 = B panel row stride,
+// rax = the copied rows' stride; zmm0-2 packing and copying temporaries, zmm28 zero, zmm29-31 the permute
+// indices. Every offset is a displacement baked from the shape.
 class AmxWholeEmitter : public Xbyak::CodeGenerator {
 public:
     AmxWholeEmitter(const Problem& p, const plan::X86LowpPlan& plan, uint8_t* buffer, size_t capacity)
         : Xbyak::CodeGenerator(capacity, buffer),
           p_(p),
           step_bytes_(plan::amx_k_step_bytes(plan.layout.step, p.k)),
-          steps_(static_cast<int>(p.k * plan::step_elem_bytes(plan.layout.step) / step_bytes_)),
+          k_bytes_(p.k * plan::step_elem_bytes(plan.layout.step)),
+          steps_(static_cast<int>((k_bytes_ + step_bytes_ - 1) / step_bytes_)),
           a_row_bytes_(p.lda * dtype_size(p.a_type)),
           c_row_bytes_(p.ldc * dtype_size(p.c_type)),
           panel_bytes_(amx_whole_k_groups(p, plan) * kBPanelRow),
@@ -42,48 +49,62 @@ public:
           a_signed_(p.a_type == JITMM_DTYPE_S8),
           b_signed_(p.b_type == JITMM_DTYPE_S8),
           b_row_bytes_(p.ldb * dtype_size(p.b_type)),
-          packs_b_(amx_whole_packs_b(p, plan)) {}
+          packs_b_(amx_whole_packs_b(p, plan)),
+          row_tiles_(amx_whole_tiles(p.m)),
+          panels_(amx_whole_panels(p.n)),
+          copy_first_(copied_rows_from(p, plan.layout.step)) {}
 
     size_t emit_function() {
         const size_t entry = getSize();
+        const bool copies = copy_first_ < p_.m;
+        if (copies) mov(r11, r8);
+        if (packs_b_ || copies) vpxord(zmm28, zmm28, zmm28);
         if (packs_b_) {
             vmovdqu64(zmm30, ptr[rip + pair_index_[0]]);
             vmovdqu64(zmm31, ptr[rip + pair_index_[1]]);
-            if (p_.n % kPanelCols != 0) vmovdqu64(zmm29, ptr[rip + single_index_]);
-            pack_panel(0);
+            if (has_single_panel()) vmovdqu64(zmm29, ptr[rip + single_index_]);
+            pack_panel(panels_[0], 0);
         }
+        if (copies) copy_a_rows();
         ldtilecfg(ptr[rip + config_]);
         mov(r8, a_row_bytes_);
         mov(r9, c_row_bytes_);
         mov(r10, kBPanelRow);
-        const int64_t row_tiles = p_.m / kTile;
+        if (copies) mov(rax, copy_stride());
         const size_t store_delay = steps_ == 1 ? 2 : 1;
         int64_t unit = 0;
-        for (int64_t j0 = 0; j0 < p_.n; j0 += kPanelCols) {
-            const int tn = p_.n - j0 >= kPanelCols ? 2 : 1;
-            const int64_t b_panel = j0 / kPanelCols * panel_bytes_;
+        for (size_t pi = 0; pi < panels_.size(); ++pi) {
+            const AmxWholePanel& panel = panels_[pi];
+            const int64_t b_panel = static_cast<int64_t>(pi) * panel_bytes_;
             const int64_t b_step = (step_bytes_ / 4) * kBPanelRow;  // a K step's k groups in the panel
-            for (int j = 0; j < tn; ++j)
+            for (int j = 0; j < panel.tiles; ++j)
                 for (int s = 0; s < steps_; ++s)
                     tileloadd(b_tile(j, s), ptr[rcx + r10 + b_panel + s * b_step + j * kTile * 4]);
-            for (int64_t i = 0; i < row_tiles; ++i) {
-                for (int s = 0; s < steps_; ++s)
-                    tileloadd(a_tile(i, s), ptr[rdi + r8 + i * kTile * a_row_bytes_ + s * step_bytes_]);
-                for (int j = 0; j < tn; ++j, ++unit) {
+            for (size_t i = 0; i < row_tiles_.size(); ++i) {
+                const int64_t row = row_tiles_[i];
+                for (int s = 0; s < steps_; ++s) {
+                    if (row >= copy_first_)  // (the rows' copy: see copy_a_rows)
+                        tileloadd(a_tile(i, s), ptr[r11 + rax + (row - copy_first_) * copy_stride() + s * step_bytes_]);
+                    else
+                        tileloadd(a_tile(i, s), ptr[rdi + r8 + row * a_row_bytes_ + s * step_bytes_]);
+                }
+                for (int j = 0; j < panel.tiles; ++j, ++unit) {
                     tilezero(c_tile(unit));
                     for (int s = 0; s < steps_; ++s) multiply(c_tile(unit), a_tile(i, s), b_tile(j, s));
                     // The next panel is packed while the tile unit works through this panel's first products,
                     // and ahead of their C stores: stores leave in program order, so packing stores queued
                     // behind tile stores (which wait for the products) would wait too.
-                    if (packs_b_ && i == 0 && j == tn - 1 && j0 + kPanelCols < p_.n) pack_panel(j0 + kPanelCols);
-                    waiting_.push_back({i, j0 + j * kTile, unit});
+                    // (Packing two or four panels ahead measured the same, over one or two row tiles too.)
+                    if (packs_b_ && i == 0 && j == panel.tiles - 1 && pi + 1 < panels_.size())
+                        pack_panel(panels_[pi + 1], static_cast<int64_t>(pi + 1));
+                    waiting_.push_back({row, panel.first + j * kTile, unit});
                     if (waiting_.size() > store_delay) store_oldest();
                 }
             }
         }
         while (!waiting_.empty()) store_oldest();
         tilerelease();
-        if (packs_b_) vzeroupper();
+        if (packs_b_ || copies) vzeroupper();
         ret();
         return entry;
     }
@@ -96,8 +117,8 @@ public:
     }
 
 private:
-    // Palette 1: bytes per row at 16 + 2t, rows at 48 + t. A tiles: 16 rows of K's bytes; B tiles: K's k groups
-    // of 16 columns; C tiles: 16 x 16.
+    // Palette 1: bytes per row at 16 + 2t, rows at 48 + t. A tiles: 16 rows (or M's, under 16) of a step's
+    // bytes; B tiles: a step's k groups of 16 columns (or N's); C tiles: as many rows and columns.
     std::array<uint8_t, 64> config_bytes() const {
         std::array<uint8_t, 64> cfg = {};
         cfg[0] = 1;
@@ -106,10 +127,12 @@ private:
             cfg[17 + 2 * t.getIdx()] = static_cast<uint8_t>(bytes >> 8);
             cfg[48 + t.getIdx()] = static_cast<uint8_t>(rows);
         };
-        for (int i = 0; i < 2; ++i) set(Tmm(i), kTile, step_bytes_);  // A
+        const int rows = static_cast<int>(std::min<int64_t>(kTile, p_.m));
+        const int cols = static_cast<int>(std::min<int64_t>(kTile, p_.n));
+        for (int i = 0; i < 2; ++i) set(Tmm(i), rows, step_bytes_);  // A
         for (int j = 0; j < 2; ++j)
-            for (int s = 0; s < steps_; ++s) set(b_tile(j, s), step_bytes_ / 4, kTile * 4);
-        for (int u = 0; u < c_tiles(); ++u) set(c_tile(u), kTile, kTile * 4);
+            for (int s = 0; s < steps_; ++s) set(b_tile(j, s), step_bytes_ / 4, cols * 4);
+        for (int u = 0; u < c_tiles(); ++u) set(c_tile(u), rows, cols * 4);
         return cfg;
     }
 
@@ -121,42 +144,106 @@ private:
         else tdpbuud(c, a, b);
     }
 
-    // ---- B packing (row-major B, packs_b_): the panel of columns [j0, j0 + 32) ------------------------------
+    // ---- A rows whose steps would read past K ----------------------------------------------------------------
+    // The rows from copy_first_ on (copied_rows_from) go to a_rows, copy_stride() bytes apart, zero past K:
+    // a masked load and a store per 64 bytes.
+    static int64_t copied_rows_from(const Problem& p, plan::LowpStep step) {
+        const int64_t k_bytes = p.k * plan::step_elem_bytes(step);
+        const int64_t step_bytes = plan::amx_k_step_bytes(step, p.k);
+        if (k_bytes % step_bytes == 0) return p.m;  // the steps end at K: every row in place
+        // bf16: the bytes past K could be an Inf or a NaN (0 x Inf is a NaN), so every row. int8: the bytes past
+        // K meet the packed B's zero k rows (exact), so only the last row tile, whose reads may leave A.
+        if (step == plan::LowpStep::amx_bf16) return 0;
+        return amx_whole_tiles(p.m).back();
+    }
+    int64_t copy_stride() const { return (steps_ * step_bytes_ + 63) / 64 * 64; }
+    void copy_a_rows() {
+        const int64_t chunks = copy_stride() / 64;
+        const int64_t partial = k_bytes_ % 64;  // the valid bytes of the chunk where K ends (none: whole chunks)
+        if (partial != 0) {
+            mov(rax, (uint64_t(1) << partial) - 1);
+            kmovq(k1, rax);
+        }
+        for (int64_t r = copy_first_; r < p_.m; ++r) {
+            for (int64_t c = 0; c < chunks; ++c) {
+                const auto out = ptr[r11 + (r - copy_first_) * copy_stride() + c * 64];
+                const int64_t valid = std::clamp<int64_t>(k_bytes_ - c * 64, 0, 64);
+                const auto in = ptr[rdi + r * a_row_bytes_ + c * 64];
+                if (valid == 0) {
+                    vmovdqa64(out, zmm28);
+                    continue;
+                }
+                if (valid == 64) vmovdqu8(zmm0, in);
+                else vmovdqu8(zmm0 | k1 | T_z, in);
+                vmovdqa64(out, zmm0);
+            }
+        }
+    }
+
+    // ---- B packing (row-major B, packs_b_): one panel, at slot `index` of the panels ----------------------------
     // Each k group's B rows (4 int8 rows or 2 bf16 rows) become one panel row of 32 columns x 4 bytes: the
     // rows' 32-column slices are gathered into two zmm (int8: rows 0|1 and 2|3, 32 bytes each; bf16: rows 0
     // and 1, 64 bytes each) and two byte permutes interleave them into the panel row's two 64-byte halves. A
-    // last panel of 16 columns takes its rows' 16-column slices into one zmm and one single-source permute.
-    void pack_panel(int64_t j0) {
-        const bool half = p_.n - j0 < kPanelCols;
+    // panel of one column tile takes its rows' 16-column slices into one zmm and one single-source permute.
+    // Rows past K are zero (zmm28), and so are the k groups past them up to the steps' end.
+    void pack_panel(const AmxWholePanel& panel, int64_t index) {
+        const bool half = panel.tiles == 1;
+        const int64_t j0 = panel.first;
         const int g = plan::step_group(step_);
         const int64_t esz = plan::step_elem_bytes(step_);
         const int64_t slice_bytes = (half ? kTile : kPanelCols) * esz;  // of one B row
         auto row = [&](int64_t k) { return ptr[rsi + k * b_row_bytes_ + j0 * esz]; };
-        const int64_t groups = p_.k / g;
+        const int64_t groups = panel_bytes_ / kBPanelRow;
         for (int64_t kg = 0; kg < groups; ++kg) {
             const int64_t k = kg * g;
-            const int64_t panel_row = (j0 / kPanelCols) * panel_bytes_ + kg * kBPanelRow;
+            const int64_t panel_row = index * panel_bytes_ + kg * kBPanelRow;
             auto out = [&](int part) { return ptr[rcx + panel_row + part * 64]; };
+            if (k >= p_.k) {  // past K: zero k rows
+                vmovdqu8(out(0), zmm28);
+                if (!half) vmovdqu8(out(1), zmm28);
+                continue;
+            }
+            const bool whole_group = k + g <= p_.k;
             if (half) {
                 if (slice_bytes == 16) {  // int8: 4 rows of 16 bytes
                     vmovdqu8(xmm0, row(k));
-                    for (int e = 1; e < g; ++e) vinserti32x4(zmm0, zmm0, row(k + e), e);
+                    for (int e = 1; e < g; ++e) {
+                        if (k + e < p_.k) vinserti32x4(zmm0, zmm0, row(k + e), e);
+                        else vinserti32x4(zmm0, zmm0, xmm28, e);
+                    }
                 } else {  // bf16: 2 rows of 32 bytes
                     vmovdqu8(ymm0, row(k));
-                    vinserti64x4(zmm0, zmm0, row(k + 1), 1);
+                    if (whole_group) vinserti64x4(zmm0, zmm0, row(k + 1), 1);
+                    else vinserti64x4(zmm0, zmm0, ymm28, 1);
                 }
                 vpermb(zmm1, zmm29, zmm0);
                 vmovdqu8(out(0), zmm1);
                 continue;
             }
+            // The row k + e, or zero past K, into the part of zmm `dst` (int8: 32-byte halves; bf16: whole).
+            auto load_row = [&](const Xbyak::Zmm& dst, int e, int half_index) {
+                const bool present = k + e < p_.k;
+                if (g == 4) {
+                    if (half_index == 0) {
+                        if (present) vmovdqu8(Xbyak::Ymm(dst.getIdx()), row(k + e));
+                        else vmovdqa64(Xbyak::Ymm(dst.getIdx()), ymm28);
+                    } else {
+                        if (present) vinserti64x4(dst, dst, row(k + e), 1);
+                        else vinserti64x4(dst, dst, ymm28, 1);
+                    }
+                } else {
+                    if (present) vmovdqu8(dst, row(k + e));
+                    else vmovdqa64(dst, zmm28);
+                }
+            };
             if (g == 4) {
-                vmovdqu8(ymm0, row(k));
-                vinserti64x4(zmm0, zmm0, row(k + 1), 1);
-                vmovdqu8(ymm1, row(k + 2));
-                vinserti64x4(zmm1, zmm1, row(k + 3), 1);
+                load_row(zmm0, 0, 0);
+                load_row(zmm0, 1, 1);
+                load_row(zmm1, 2, 0);
+                load_row(zmm1, 3, 1);
             } else {
-                vmovdqu8(zmm0, row(k));
-                vmovdqu8(zmm1, row(k + 1));
+                load_row(zmm0, 0, 0);
+                load_row(zmm1, 1, 0);
             }
             vmovdqa64(zmm2, zmm0);
             vpermt2b(zmm2, zmm30, zmm1);
@@ -164,6 +251,12 @@ private:
             vmovdqu8(out(0), zmm2);
             vmovdqu8(out(1), zmm0);
         }
+    }
+
+    bool has_single_panel() const {
+        for (const auto& panel : panels_)
+            if (panel.tiles == 1) return true;
+        return false;
     }
 
     // Permute indices, one byte per output byte b of a panel row (column c = b / 4 of the half, its k group's
@@ -187,10 +280,10 @@ private:
         };
         emit(pair_index_[0], 0, false);
         emit(pair_index_[1], kTile, false);
-        if (p_.n % kPanelCols != 0) emit(single_index_, 0, true);
+        if (has_single_panel()) emit(single_index_, 0, true);
     }
 
-    Tmm a_tile(int64_t row_tile, int s) const { return Tmm(steps_ == 1 ? static_cast<int>(row_tile % 2) : s); }
+    Tmm a_tile(size_t row_tile, int s) const { return Tmm(steps_ == 1 ? static_cast<int>(row_tile % 2) : s); }
     Tmm b_tile(int j, int s) const { return Tmm(2 + j * steps_ + s); }
     int c_tiles() const { return kTiles - 2 - 2 * steps_; }
     Tmm c_tile(int64_t unit) const { return Tmm(2 + 2 * steps_ + static_cast<int>(unit % c_tiles())); }
@@ -199,39 +292,86 @@ private:
     void store_oldest() {
         const Waiting w = waiting_.front();
         waiting_.pop_front();
-        tilestored(ptr[rdx + r9 + w.row * kTile * c_row_bytes_ + w.col * 4], c_tile(w.unit));
+        tilestored(ptr[rdx + r9 + w.row * c_row_bytes_ + w.col * 4], c_tile(w.unit));
     }
 
     struct Waiting {
-        int64_t row = 0, col = 0;  // row tile, first column
+        int64_t row = 0, col = 0;  // the tile's first row and column
         int64_t unit = 0;
     };
 
     const Problem& p_;
     const int step_bytes_;  // K's bytes in one tile step (plan::amx_k_step_bytes)
+    const int64_t k_bytes_;
     const int steps_;       // 1 or 2
     const int64_t a_row_bytes_, c_row_bytes_, panel_bytes_;
     const plan::LowpStep step_;
     const bool a_signed_, b_signed_;
     const int64_t b_row_bytes_;
     const bool packs_b_;
+    const std::vector<int64_t> row_tiles_;      // amx_whole_tiles(M)
+    const std::vector<AmxWholePanel> panels_;   // amx_whole_panels(N)
+    const int64_t copy_first_;                  // the first A row read from the copy (M: none)
     std::deque<Waiting> waiting_;  // C tiles multiplied, not yet stored
     Xbyak::Label config_, pair_index_[2], single_index_;
 };
 
 }  // namespace
 
+std::vector<int64_t> amx_whole_tiles(int64_t extent) {
+    std::vector<int64_t> first;
+    for (int64_t t = 0; t + kTile <= extent; t += kTile) first.push_back(t);
+    if (extent < kTile) first.push_back(0);
+    else if (extent % kTile != 0) first.push_back(extent - kTile);
+    return first;
+}
+
+std::vector<AmxWholePanel> amx_whole_panels(int64_t n) {
+    if (n <= kTile) return {{0, 1}};
+    std::vector<AmxWholePanel> panels;
+    int64_t j = 0;
+    for (; j + kPanelCols <= n; j += kPanelCols) panels.push_back({j, 2});
+    const int64_t rest = n - j;
+    if (rest == 0) return panels;
+    if (rest <= kTile) panels.push_back({n - kTile, 1});  // (overlapping the panel before unless 16)
+    else if (n >= kPanelCols) panels.push_back({n - kPanelCols, 2});
+    else panels.insert(panels.end(), {{0, 1}, {n - kTile, 1}});  // 17-31 columns: two overlapping tiles
+    return panels;
+}
+
 bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     const plan::LowpLayout& L = plan.layout;
     if (!plan::step_is_amx(L.step) || L.swap_ab || L.dot_nt || L.amx_c_streamed || L.amx_c_staged) return false;
     if (!amx_direct_store(L)) return false;
-    if (p.batch != 1 || plan.threads > 1 || plan.m_chunks != 1 || plan.n_chunks != 1 || plan.pack_a) return false;
+    // (A packed by the plan is read here as stored, or from the function's copy of its rows: M x K is enough.)
+    if (p.batch != 1 || plan.threads > 1 || plan.m_chunks != 1 || plan.n_chunks != 1 || p.trans_a) return false;
     if (plan.k_blocks(p.k) != 1 || p.m > plan.mc || p.n > plan.nc) return false;
-    if (p.m % kTile != 0 || p.n % kTile != 0 || (p.m / kTile) * (p.n / kTile) > kAmxWholeMaxTiles) return false;
+    // JITMM_X86_LOWP_WHOLE=0: never; =tiles: only over whole tiles and steps, no tails (measurements).
+    const char* env = std::getenv("JITMM_X86_LOWP_WHOLE");
+    const std::string forced = env != nullptr ? env : "";
+    if (forced == "0") return false;
+    const bool tails = p.m % kTile != 0 || p.n % kTile != 0 ||
+                       (p.k * plan::step_elem_bytes(L.step)) % plan::amx_k_step_bytes(L.step, p.k) != 0;
+    if (forced == "tiles" && tails) return false;
+    int64_t column_tiles = 0;
+    for (const auto& panel : amx_whole_panels(p.n)) column_tiles += panel.tiles;
+    const int64_t row_tiles = static_cast<int64_t>(amx_whole_tiles(p.m).size());
+    if (row_tiles * column_tiles > kAmxWholeMaxTiles) return false;
+    // 17-31 columns are two one-tile panels, two passes over C's rows: past 16 row tiles the microkernels' narrow
+    // tail tile won (1 thread, median us, whole -> microkernels: s8 400x20x64 1.32 -> 0.98, 400x17x64 1.16 ->
+    // 0.89, bf16 400x20x32 1.35 -> 1.01; 200 rows kept the function: s8 200x20x64 0.35, microkernels 0.50).
+    if (p.n > kTile && p.n < kPanelCols && row_tiles > kWholeMaxRowTilesOverTwoPanels) return false;
     const int64_t k_bytes = p.k * plan::step_elem_bytes(L.step), step_bytes = plan::amx_k_step_bytes(L.step, p.k);
-    if (k_bytes % step_bytes != 0 || k_bytes / step_bytes > kAmxWholeMaxSteps) return false;
+    const int64_t steps = (k_bytes + step_bytes - 1) / step_bytes;
+    if (steps > kAmxWholeMaxSteps) return false;
     if (amx_whole_b_bytes(p, plan) > kAmxWholeMaxBBytes) return false;
-    // Displacements of the last A row tile and the last C tile within 32 bits.
+    // The rows copied where the steps end past K (AmxWholeEmitter::copied_rows_from): all of them for bf16, the
+    // last row tile's for int8, 64-byte aligned rows of the steps' bytes.
+    if (k_bytes % step_bytes != 0) {
+        const int64_t rows = L.step == plan::LowpStep::amx_bf16 ? p.m : std::min<int64_t>(kTile, p.m);
+        if (rows * ((steps * step_bytes + 63) / 64 * 64) > kAmxWholeMaxACopyBytes) return false;
+    }
+    // Displacements of the last A row and the last C tile within 32 bits.
     const int64_t a_reach = p.m * p.lda * dtype_size(p.a_type), c_reach = p.m * p.ldc * dtype_size(p.c_type);
     return a_reach < (int64_t(1) << 31) && c_reach < (int64_t(1) << 31);
 }
@@ -241,24 +381,30 @@ bool amx_whole_packs_b(const Problem& p, const plan::X86LowpPlan& plan) {
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512vbmi") != 0;
     }();
-    // The last B row read: its displacement within 32 bits.
-    return vbmi && !p.trans_b && plan::step_is_amx(plan.layout.step) &&
+    // The last B row read: its displacement within 32 bits. Panels of whole 16-column tiles read only B's columns
+    // (an N under 16 would read past them: the driver packs it).
+    return vbmi && !p.trans_b && plan::step_is_amx(plan.layout.step) && p.n >= kTile &&
            p.k * p.ldb * dtype_size(p.b_type) < (int64_t(1) << 31);
 }
 
 int64_t amx_whole_k_groups(const Problem& p, const plan::X86LowpPlan& plan) {
-    return p.k * plan::step_elem_bytes(plan.layout.step) / 4;
+    const int64_t k_bytes = p.k * plan::step_elem_bytes(plan.layout.step);
+    const int64_t step_bytes = plan::amx_k_step_bytes(plan.layout.step, p.k);
+    return (k_bytes + step_bytes - 1) / step_bytes * step_bytes / 4;
 }
 
 int64_t amx_whole_b_bytes(const Problem& p, const plan::X86LowpPlan& plan) {
-    return (p.n + kPanelCols - 1) / kPanelCols * amx_whole_k_groups(p, plan) * kBPanelRow;
+    return static_cast<int64_t>(amx_whole_panels(p.n).size()) * amx_whole_k_groups(p, plan) * kBPanelRow;
 }
 
 LowpCode generate_amx_whole(const Problem& p, const plan::X86LowpPlan& plan) {
     if (!amx_whole_call_fits(p, plan))
         fail(JITMM_STATUS_INTERNAL_ERROR, "amx whole-call generator: the shape does not fit");
     // ~60 bytes per C tile and per packed 64-byte B row, plus the configuration and the indices.
-    const size_t capacity = 1024 + 64 * size_t(p.m / kTile * p.n / kTile + p.k * p.n / 16);
+    // ~60 bytes per C tile, per packed 64-byte B row and per copied A row's 64 bytes, plus the configuration and
+    // the indices.
+    const size_t capacity = 1024 + 64 * size_t((p.m / kTile + 2) * (p.n / kTile + 2) + (p.k + 4) * (p.n + 32) / 16 +
+                                               2 * p.m);
     return emit_code("amx whole-call", capacity, [&](uint8_t* buffer, size_t size) {
         AmxWholeEmitter emitter(p, plan, buffer, size);
         LowpCode out;

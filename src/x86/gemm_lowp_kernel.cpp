@@ -730,12 +730,19 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
 // call from a shared library) for a few KB.
 void GemmLowpKernel::run_whole(const RunArgs& args) const {
     alignas(64) uint8_t b_panels[kAmxWholeMaxBBytes];
-    if (!whole_packs_b_) {
+    alignas(64) uint8_t a_rows[kAmxWholeMaxACopyBytes];  // the rows the function copies (K ends inside a step)
+    if (!whole_packs_b_) {  // panel by panel, where amx_whole_panels places them
         const plan::LowpLayout& L = plan_.layout;
-        pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, plan_.nr(),
-                    amx_whole_k_groups(p_, plan_), b_panels, nullptr, pack_vbmi_);
+        const int64_t groups = amx_whole_k_groups(p_, plan_);
+        uint8_t* panel = b_panels;
+        for (const AmxWholePanel& at : amx_whole_panels(p_.n)) {
+            pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, 0, p_.k, at.first,
+                        std::min<int64_t>(at.tiles * 16, p_.n - at.first), plan_.nr(), groups, panel, nullptr,
+                        pack_vbmi_);
+            panel += groups * plan_.nr() * 4;
+        }
     }
-    whole_(args.a, args.b, args.c, b_panels);
+    whole_(args.a, args.b, args.c, b_panels, a_rows);
 }
 
 // Dot products (VNNI, f16 or bf16 decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to
