@@ -2571,8 +2571,9 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
     }
 }
 
-// A B as stored read in place over 5/8 of L2 (up to all of it): its rows prefetched 16 steps ahead in the long K
-// blocks of a B that fits; not for a smaller B, one- or two-row tiles, rows 4 KiB apart, nor a B past L2.
+// A B as stored read in place over 5/8 of L2 (up to all of it; past 7/8 by one or two row tiles): its rows
+// prefetched 16 steps ahead in the long K blocks of a B that fits; not for a smaller B, one- or two-row tiles,
+// rows 4 KiB apart, nor a B past L2.
 TEST_CASE("x86 f32 planner: a B in place crowding L2 prefetches its rows in long K blocks", "[x86][plan]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
@@ -2586,6 +2587,9 @@ TEST_CASE("x86 f32 planner: a B in place crowding L2 prefetches its rows in long
         CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 500, 600, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
         CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(2, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k != 16);
         CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 1024, 450, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+        // Past 7/8 of L2 only for one or two row tiles (three of 12 or 14 rows here); 86% of L2 for any.
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(40, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(40, 500, 900, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
         const auto from_memory = jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 390, 3000, ta, false), cpu, isa, 1);
         CHECK(from_memory.layout.b_prefetch_k == 32);
         CHECK(from_memory.kc == 32);

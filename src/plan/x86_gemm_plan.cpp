@@ -191,6 +191,8 @@ constexpr int kBRowPrefetchSteps = 32;
 // 412-row K blocks: 8 ahead 41.2 us, 16 39.5-42.2, 32 40.8-40.9; 7x390x1000 with 500-row blocks: 16 ahead
 // 28.8-30.5, 32 30.7-31.6).
 constexpr int kCrowdedL2BRowPrefetchSteps = 16;
+// Row tiles at most that read a B in place past 7/8 of L2 that way (see b_crowds_l2).
+constexpr int64_t kMaxCrowdedL2RowTilesPastSevenEighths = 2;
 // Fused B packing (fused_packing_fits): the most k steps ahead a packing variant prefetches the B rows it
 // reads (1 thread, 70x855x3712: 8 ahead 3110 us, 16 3020, 32 2960, 64 3050), and the fewest worth it; its K
 // block (70x855x3712, 14x32 tiles: 464-long blocks 2960 us, 256 2560); the most rows of A and the least K.
@@ -489,10 +491,14 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // NN / TN: 7x500x600 21.0 -> 21.6 / 20.9 -> 21.3, 6x82x3822 22.1 -> 23.2 / 23.1 -> 23.3, 7x150x2000 22.5 -> 24.0 /
     // 22.1 -> 22.6), where 0.7 x L2 still gained (7x1200x300 30.6 -> 23.0 / 30.5 -> 23.5, 6x390x1000 31.8 -> 26.4 /
     // 30.9 -> 26.3).
+    // Past 7/8 of L2, B no longer stays there from one row tile to the next: one or two row tiles only (1 thread,
+    // median of 2 alternated, 36 to 56 rows over 390x1233, 3 or 4 row tiles of 12x32 or 14x32: 470-570 us ->
+    // 610-790; 500x900, 86% of L2, still gained: 36 to 56 rows 187-283 -> 164-254).
     const double b_in_place_bytes = b_share_bytes * b_own_batches;
     const bool b_crowds_l2 = !p.trans_b && !plan.pack_a && !plan.pack_b && !b_rows_in_place && !b_streams_from_memory &&
                              b_in_place_bytes > double(l2) * 5 / 8 && p.flops() / double(p.batch) > kMinFlopsPerThread &&
-                             L.mr > 2 && (p.ldb * 4) % 4096 != 0;
+                             L.mr > 2 && (p.ldb * 4) % 4096 != 0 &&
+                             (m_tiles <= kMaxCrowdedL2RowTilesPastSevenEighths || b_in_place_bytes <= double(l2) * 7 / 8);
     if (std::getenv("JITMM_X86_PF") == nullptr) {
         if (b_streams_from_memory) L.b_prefetch_k = b_far_rows_fit ? kBRowPrefetchSteps : kBRowPrefetchSteps / 2;
         else if (b_crowds_l2) L.b_prefetch_k = kCrowdedL2BRowPrefetchSteps;
