@@ -2573,7 +2573,8 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
 
 // A B as stored read in place over 5/8 of L2 (up to all of it; past 7/8 by one or two row tiles): its rows
 // prefetched 16 steps ahead in the long K blocks of a B that fits; not for a smaller B, one- or two-row tiles,
-// rows 4 KiB apart, nor a B past L2.
+// rows 4 KiB apart, nor a B past L2 or one that the call's A and C push out of it (over a K of 128 or more: its
+// rows 32 steps ahead in 32-row blocks, as from memory).
 TEST_CASE("x86 f32 planner: a B in place crowding L2 prefetches its rows in long K blocks", "[x86][plan]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;
@@ -2588,18 +2589,25 @@ TEST_CASE("x86 f32 planner: a B in place crowding L2 prefetches its rows in long
         CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(2, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k != 16);
         CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 1024, 450, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
         // Past 7/8 of L2 only for one or two row tiles (three of 12 or 14 rows here); 86% of L2 for any.
-        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(40, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(36, 390, 1000, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(33, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k == 32);
         CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(40, 500, 900, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
         const auto from_memory = jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 390, 3000, ta, false), cpu, isa, 1);
         CHECK(from_memory.layout.b_prefetch_k == 32);
         CHECK(from_memory.kc == 32);
+        // B within L2 but not with the call's A and C beside it: streamed as from memory, over a K of 128 or more.
+        const auto own_call = jitmm::plan::plan_x86_gemm_f32(plain_problem(40, 390, 1233, ta, false), cpu, isa, 1);
+        CHECK(own_call.layout.b_prefetch_k == 32);
+        CHECK(own_call.kc == 32);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(32, 4000, 100, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
     }
     std::mt19937 rng(1233);
     for (const Tier& tier : runnable_tiers()) {
         jitmm_engine* e = make_engine(tier.name, 1);
         const Case cases[] = {{7, 390, 1233, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
                               {7, 390, 1233, 1, true, false, 3, 0, 5, -0.5f, 0.5f, JITMM_EPILOGUE_BIAS_SILU},
-                              {6, 1200, 300, 1, false, false, 1, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_RELU, JITMM_BIAS_PER_ROW}};
+                              {6, 1200, 300, 1, false, false, 1, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_RELU, JITMM_BIAS_PER_ROW},
+                              {40, 390, 1233, 1, false, false, 0, 3, 0, 1.0f, 0.0f, JITMM_EPILOGUE_GELU_TANH}};
         for (const Case& c : cases) {
             INFO("tier " << tier.name << " " << describe(c));
             check_case(e, c, rng);

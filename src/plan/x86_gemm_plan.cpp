@@ -191,6 +191,8 @@ constexpr int kBRowPrefetchSteps = 32;
 // 412-row K blocks: 8 ahead 41.2 us, 16 39.5-42.2, 32 40.8-40.9; 7x390x1000 with 500-row blocks: 16 ahead
 // 28.8-30.5, 32 30.7-31.6).
 constexpr int kCrowdedL2BRowPrefetchSteps = 16;
+// The least K over which one call's own A and C count as evicting its B (see b_streams_from_memory).
+constexpr int64_t kMinKForOwnCallStreamedB = 4 * kBRowPrefetchSteps;
 // Row tiles at most that read a B in place past 7/8 of L2 that way (see b_crowds_l2).
 constexpr int64_t kMaxCrowdedL2RowTilesPastSevenEighths = 2;
 // Fused B packing (fused_packing_fits): the most k steps ahead a packing variant prefetches the B rows it
@@ -461,9 +463,16 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const double b_own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
     const double b_batch_bytes = 4.0 * double(p.k) * double(p.n);
     const double batch_bytes = b_batch_bytes + 4.0 * (double(p.m) * double(p.k) + double(p.m) * double(p.n));
+    // And so does one batch's B whose call, A and C included, exceeds L2: the call's own A and C evict part of
+    // B before the next call (1 thread, 32-row K blocks without and with rows prefetched 32 ahead: 36x390x1233 476
+    // -> 284 us, 44x390x1233 547 -> 298, 56x390x1233 601 -> 345; medians of 2 alternated rounds, NN: 56x600x800
+    // 501 -> 315, 56x300x1500 495 -> 327, 56x700x700 508 -> 341, 48x2000x200 192 -> 173). Not over a K of a few
+    // prefetch distances, which the rows ahead overrun (32x4000x100 134 -> 164, 56x4000x100 229 -> 270).
+    const bool own_call_evicts_b = b_own_batches == 1 && p.k >= kMinKForOwnCallStreamedB &&
+                                   4.0 * b_batch_bytes >= batch_bytes && batch_bytes > double(l2);
     const bool b_streams_from_memory =
         !plan.pack_b && !b_rows_in_place &&
-        (b_share_bytes * b_own_batches > double(l2) ||
+        (b_share_bytes * b_own_batches > double(l2) || own_call_evicts_b ||
          (b_own_batches > 1 && 4.0 * b_batch_bytes >= batch_bytes && batch_bytes * b_own_batches > double(l2)));
     const bool b_far_rows_fit = double(kBRowPrefetchSteps) * double(p.ldb) * 4.0 <= double(l2) / 4 &&
                                 (p.ldb * 4) % 4096 != 0;
