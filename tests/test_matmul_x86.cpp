@@ -2494,6 +2494,10 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
     CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 32), avx512, 1));    // a short K
     CHECK_FALSE(jitmm::plan::gemv_serves(row(64, 3602), avx512, 1));    // few columns
     CHECK(jitmm::plan::gemv_serves(row(100, 3602), avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 11008), avx512, 1));  // rows 4 KiB apart over a long K
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4100, 4096), avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(4096, 2048), avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(4000, 4096), avx512, 1));
     std::mt19937 rng(3602);
     for (const Tier& tier : runnable_tiers()) {
         if (tier.isa < avx512) continue;

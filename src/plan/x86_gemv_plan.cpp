@@ -43,6 +43,13 @@ constexpr int64_t kGemvMinN = 192;
 constexpr int64_t kGemvMinK = 64;
 constexpr int64_t kGemvMinNLongK = 96;
 constexpr int64_t kGemvLongK = 2048;
+// Nor rows within 256 bytes of a multiple of 4 KiB apart over a K of 4096 or more: the streams, in step at one
+// page offset, then lost to the broadcast tiles' 32 rows in flight (1 thread, median us of 4 alternated rounds,
+// broadcast tiles -> one-row kernel: 1x4096x11008 9508 -> 10459, 1x4100x4096 3766 -> 3891, 1x4096x4096 3957 ->
+// 3970, 1x2048x8192 3848 -> 3826), where a shorter K gained (1x4096x2048 2022 -> 1964, 1x4096x1024 1037 -> 977)
+// and so did other strides (1x4000x4096 4364 -> 3832, 1x4090x4096 4233 -> 3926).
+constexpr int64_t kGemvAlignedRowsMaxK = 4096;
+constexpr int64_t kGemvNear4KiBRowBytes = 256;
 
 bool gemv_serves(const Problem& p, hw::X86Isa isa, int num_threads) {
     if (isa < hw::X86Isa::avx512 || p.m != 1 || p.trans_b || p.quantized() || p.k < 1) return false;
@@ -50,6 +57,8 @@ bool gemv_serves(const Problem& p, hw::X86Isa isa, int num_threads) {
     if ((p.k + 64) * p.ldb * 4 + 1024 >= (int64_t(1) << 31) || p.k * a_step >= (int64_t(1) << 31)) return false;
     if (const char* v = std::getenv("JITMM_X86_GEMV")) return std::atoi(v) != 0;  // 0: never, 1: always
     if (gemv_threads(p, num_threads) > 1) return false;
+    const int64_t row_off_4k = (p.ldb * 4) % 4096;
+    if (std::min(row_off_4k, 4096 - row_off_4k) < kGemvNear4KiBRowBytes && p.k >= kGemvAlignedRowsMaxK) return false;
     return (p.n >= kGemvMinN && p.k >= kGemvMinK) || (p.n >= kGemvMinNLongK && p.k >= kGemvLongK);
 }
 
