@@ -2074,14 +2074,14 @@ TEST_CASE("x86 lowp AMX: tiles configured per task on pool threads and released 
 
 TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated function, tails overlapping",
           "[x86][lowp][amx]") {
-    // gemm_amx_whole_generator: K one or two equal tile steps (up to 64 bytes each), one thread, direct stores.
+    // gemm_amx_whole_generator: K one to four equal tile steps (up to 64 bytes each), one thread, direct stores.
     // M and N past 16 that end inside a tile take one more whole tile ending at the last row or column (it
     // overlaps the one before: those values are stored twice); under 16, one short tile. A K that ends inside
     // a step reads A's last row tile (int8) or every row (bf16) from the function's zero-padded copy. B stored K x
     // N is packed inside the function (32-column panels, one-tile panels, shifted panels, zero k rows past K), B
     // stored N x K by the driver. Odd ld pads (A rows split across lines, B rows misaligned), B off a 64-byte
-    // boundary, NaN and Inf in bf16 rows' padding past K, the int8 saturation corners, and the tiles released
-    // when the call returns; shapes next to the path (K past two steps, a bias) take the microkernels and must
+    // boundary, NaN and Inf in bf16 rows' padding past K, the int8 saturation corners, batches, and the tiles
+    // released when the call returns; shapes next to the path (K past two steps, a bias) take the microkernels and must
     // agree too.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
         WARN("SKIPPED: no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
@@ -2093,13 +2093,16 @@ TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated 
     const int64_t extents[] = {16, 32, 48, 64, 80, 128, 1, 7, 17, 31, 33, 63, 65, 100};
     // K bytes: one step 4-64; two steps 72 = 2 x 36, 80, 96, 120, 128; 100 splits into no equal dword steps; and K
     // tails inside a step (int8 rounds up to dwords, bf16 copies its rows).
-    const int64_t int8_k[] = {4, 12, 16, 20, 40, 48, 60, 64, 72, 80, 96, 120, 128, 100, 1, 3, 33, 63, 65, 127};
-    const int64_t bf16_k[] = {2, 6, 8, 10, 20, 24, 30, 32, 36, 40, 48, 60, 64, 50, 1, 3, 17, 31, 33, 63};
-    constexpr int kKinds = 20;
+    // Three and four steps (each product loads its own A and B tiles): 129-256 bytes.
+    const int64_t int8_k[] = {4,  12, 16, 20, 40,  48,  60,  64,  72,  80,  96,  120, 128,
+                              100, 1, 3,  33, 63,  65,  127, 129, 192, 200, 255, 256};
+    const int64_t bf16_k[] = {2,  6, 8, 10, 20, 24, 30, 32, 36, 40,  48,  60, 64,
+                              50, 1, 3, 17, 31, 33, 63, 65, 96, 100, 127, 128};
+    constexpr int kKinds = 25;
     const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
                                   {JITMM_DTYPE_S8, JITMM_DTYPE_U8}, {JITMM_DTYPE_U8, JITMM_DTYPE_U8},
                                   {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
-    for (int it = 0; it < 280; ++it) {
+    for (int it = 0; it < 350; ++it) {
         Case c;
         const auto& in = ins[it % 5];
         c.a = in[0];
@@ -2116,13 +2119,14 @@ TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated 
         c.ldc_pad = it % 7 == 4 ? 5 : 0;
         c.b_offset = it % 6 == 5 ? 3 : 0;
         c.poison_pads = bf16 && it % 2 == 0;
+        c.batch = it % 4 == 1 ? 3 : 1;  // a call of the function per batch, one tile configuration for all
         if (!bf16 && it % 9 == 0) {  // saturation corners: -128 * -128, 255 * 255, 255 * -128
             c.a_fill = c.a == JITMM_DTYPE_S8 ? -128 : 255;
             c.b_fill = c.b == JITMM_DTYPE_S8 ? -128 : 255;
         }
-        // Beside the path: three K steps, or an epilogue (the microkernels).
+        // Beside the path: five K steps or more, or an epilogue (the microkernels).
         switch (it % 13) {
-            case 9: c.k += bf16 ? 64 : 128; break;
+            case 9: c.k += bf16 ? 128 : 256; break;
             case 10: c.beta = 1.0f; break;
             default: break;
         }
@@ -3248,8 +3252,8 @@ TEST_CASE("x86 lowp planner: tiny products in batches take AMX where one tile co
 
 TEST_CASE("x86 lowp planner: short K over tile tails and C rows off lines leaves AMX", "[x86][lowp][plan]") {
     // bf16 over a K of 6 or 8 with a row tail and C rows off 64-byte lines: the converted FMAs; batches of an s8 A
-    // over a K of 3-16 with column tails past one tile, rows off lines and small C: VNNI. Rows on lines, whole
-    // tiles, K outside the ranges and large C keep AMX.
+    // over a K of 3-16 with column tails past one tile, rows off lines and small C: VNNI, under 48 columns (the
+    // whole-call AMX function serves more). Rows on lines, whole tiles, K outside the ranges and large C keep AMX.
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
     using jitmm::plan::LowpStep;
     const auto step = [&](int64_t m, int64_t n, int64_t k, int64_t ldc, int64_t batch, jitmm_dtype in) {
@@ -3266,8 +3270,10 @@ TEST_CASE("x86 lowp planner: short K over tile tails and C rows off lines leaves
     CHECK(step(200, 2000, 8, 2000, 1, bf16) == LowpStep::amx_bf16);  // rows on lines
     CHECK(step(128, 100, 8, 100, 8, bf16) == LowpStep::amx_bf16);    // whole row tiles
     CHECK(step(300, 1000, 10, 1000, 1, bf16) == LowpStep::amx_bf16);  // K = 10
-    CHECK(step(56, 57, 5, 57, 16, s8) == LowpStep::vnni_u8s8);
-    CHECK(step(40, 70, 16, 70, 10, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(16, 36, 5, 36, 38, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(40, 40, 16, 40, 10, s8) == LowpStep::vnni_u8s8);
+    CHECK(step(56, 57, 5, 57, 16, s8) == LowpStep::amx_int8);    // 48 columns: the whole-call function
+    CHECK(step(40, 70, 16, 70, 10, s8) == LowpStep::amx_int8);
     CHECK(step(16, 32, 5, 32, 38, s8) == LowpStep::amx_int8);    // whole columns
     CHECK(step(56, 57, 5, 64, 16, s8) == LowpStep::amx_int8);    // rows on lines
     CHECK(step(56, 57, 32, 57, 16, s8) == LowpStep::amx_int8);   // K = 32
@@ -3337,7 +3343,9 @@ TEST_CASE("x86 lowp AMX whole-call: tiles and panels overlap at the tails, and t
     CHECK(fits(100, 40, 128, JITMM_DTYPE_S8, JITMM_DTYPE_S32));
     CHECK(fits(33, 33, 33, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));
     CHECK(fits(63, 63, 63, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));
-    CHECK_FALSE(fits(100, 100, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));  // K past two steps
+    CHECK(fits(100, 100, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));        // four steps
+    CHECK_FALSE(fits(100, 100, 160, JITMM_DTYPE_BF16, JITMM_DTYPE_F32));  // five
+    CHECK_FALSE(fits(400, 20, 64, JITMM_DTYPE_S8, JITMM_DTYPE_S32));      // 25 row tiles over 20 columns
 }
 
 TEST_CASE("x86 lowp planner: dot products for a small B over a long K, vector tiles no wider than N",

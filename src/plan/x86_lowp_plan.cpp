@@ -152,6 +152,8 @@ constexpr int64_t kFewRowsVnniWholeBBytes = 16 * 1024;
 // Batches of an s8 A with column tails over a K up to this run on VNNI (choose_step).
 constexpr int64_t kBatchedTailVnniMinK = 3, kBatchedTailVnniMaxK = 16;
 constexpr double kBatchedTailVnniMaxC = 16384;  // values of one batch's C
+constexpr int64_t kBatchedTailWholeMinColumns = 48;  // and fewer columns or rows where the whole-call function
+constexpr int64_t kBatchedTailWholeMinRows = 24;     // serves (12x113x3 NT x7: VNNI 1.30 us, AMX 1.62)
 
 // bf16 with K up to this runs on converted f32 FMAs rather than AMX (choose_step).
 constexpr int64_t kBf16MaxFmaK = 4;
@@ -161,12 +163,12 @@ constexpr int64_t kBf16MaxRowTailFmaK = 8;  // and any K up to this over a row t
 constexpr int64_t kBf16DotOneRowMinK = 32;
 constexpr int64_t kBf16DotOneRowMaxK = 256;
 
-// Whether an int8 call likely runs as the whole-call AMX function (gemm_amx_whole_generator.hpp): one batch, at
-// most 64 C tiles of 16 x 16 (tails overlapping), K in at most two tile steps. (The planner cannot name the x86
-// generator; amx_whole_call_fits decides, from the plan.)
+// Whether an int8 call likely runs as the whole-call AMX function (gemm_amx_whole_generator.hpp, a call per
+// batch): at most 64 C tiles of 16 x 16 (tails overlapping), K in at most two tile steps. (The planner cannot name
+// the x86 generator; amx_whole_call_fits decides, from the plan.)
 bool amx_whole_call_likely(const Problem& p) {
     const int64_t tiles = (p.m + 15) / 16 * ((p.n + 15) / 16);
-    return p.batch == 1 && !p.trans_a && tiles <= 64 && p.k <= 128;
+    return !p.trans_a && tiles <= 64 && p.k <= 128;
 }
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
@@ -187,10 +189,11 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // s8 A (13x59x62 NT x9 3.95, VNNI with its shift 4.2); and from 32 rows (100x20x40 0.39, VNNI 0.45). B
         // stored K x N measured mixed (13x59x62 x9 2.7 -> 2.1, 5x300x60 0.61 -> 0.64, 9x150x64 TN x3 1.43 -> 1.47),
         // and wide N lost (5x300x60 NT 0.85 -> 1.44: VNNI's dot products of B's rows).
-        // (One call of one batch that the whole-call AMX function serves, gemm_amx_whole_generator.hpp, pays no
-        // tile configuration for its tails: it overlaps whole tiles. From 12 rows: 1 thread, median us, VNNI ->
-        // AMX: u8 13x59x62 NT 0.35 -> 0.33, 13x118x62 NT 0.62 -> 0.53, 26x59x62 NT 0.50 -> 0.41, 13x59x124 NT
-        // 0.51 -> 0.43; fewer kept VNNI: 10x128x32 NT 0.24 (AMX 0.31), 5x120x60 NT 0.40 (0.46).)
+        // (A call that the whole-call AMX function serves, gemm_amx_whole_generator.hpp, pays no tile
+        // configuration for its tails: it overlaps whole tiles. From 12 rows: 1 thread, median us, VNNI -> AMX: u8
+        // 13x59x62 NT 0.35 -> 0.33 (x9 2.86 -> 2.63), 13x118x62 NT 0.62 -> 0.53, 26x59x62 NT 0.50 -> 0.41 (x9
+        // 4.26 -> 3.61), 13x59x124 NT 0.51 -> 0.43; fewer kept VNNI: 10x128x32 NT 0.24 (AMX 0.31), 5x120x60 NT
+        // 0.40 (0.46).)
         const bool whole_call = amx_whole_call_likely(p);
         const double mnk = double(p.m) * double(p.n) * double(p.k);
         const bool tail_rows_u8 = p.a_type == JITMM_DTYPE_U8 && p.trans_b && p.m < 32 && p.m % 16 != 0 &&
@@ -215,9 +218,11 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // 0.55, 100x120x12 1.07 -> 0.71, 48x200x12 0.65 -> 0.41, 40x250x20 1.08 -> 0.68, 100x60x30 0.67 -> 0.39,
         // 20x200x32 0.55 -> 0.32, 120x120x8 1.28 -> 1.05, NT 0.88 -> 0.77, 1.15 -> 0.98, 0.87 -> 0.76, 1.22 ->
         // 1.06, 0.75 -> 0.52, 0.58 -> 0.55, 1.36 -> 1.32); VNNI kept: 16x300x8 0.38 (AMX 0.57), 30x500x8 1.40
-        // (2.0), 64x250x4 1.25 (1.44), 50x50x4 0.20 (0.26), 14x795x4 0.80 (1.60), 33x100x10 NT 0.39 (0.59).
+        // (2.0), 64x250x4 1.25 (1.44), 50x50x4 0.20 (0.26), 14x795x4 0.80 (1.60), 33x100x10 NT 0.39 (0.59), and
+        // B stored N x K under 40 rows (26x242x27 NT 1.12, AMX 1.26).
         const bool whole_tails_amx =
-            whole_call && p.m >= 20 && (p.k >= 12 || (p.k >= 6 && p.m >= 96 && p.n <= 128));
+            whole_call && p.batch == 1 && p.m >= (p.trans_b ? 40 : 20) &&
+            (p.k >= 12 || (p.k >= 6 && p.m >= 96 && p.n <= 128));
         const bool tails = (p.m % 16 != 0 || p.n % 16 != 0) && !whole_tails_amx;
         const bool short_k_vnni = p.b_type == JITMM_DTYPE_S8 && p.k <= kShortKVnniMaxK &&
                                   (c_values >= kShortKVnniMinC || (tails && c_values >= kShortKVnniMinTailC)) &&
@@ -249,11 +254,16 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // so do K = 32 (16x36 NT x38 6.6 against 7.9), larger batches (1000x100 NT x2 21.7 against 31.6, 108x298x10
         // x6 23.4 against 25.8), K <= 2 (691x5x1 NT x2 1.2 against 3.9, 105x34x2 x2 0.92 against 1.10) and a C
         // of one column tile (8^3 x64 4.2 against 5.8).
+        // (From 48 columns the whole-call function, a call per batch with tails overlapping, runs them on AMX: 1
+        // thread, median us, VNNI -> AMX: 30x200x5 x6 5.15 -> 3.30, 56x57x5 x16 7.7 -> 7.2, 40x70x16 NT x10 4.4
+        // -> 4.3; 16x36x5 NT x38 kept VNNI, 6.5 against 6.9.)
         const bool batched_tail_vnni = p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 && p.batch > 1 &&
                                        p.k >= kBatchedTailVnniMinK && p.k <= kBatchedTailVnniMaxK &&
                                        p.n > 16 && p.n % 16 != 0 &&
                                        (p.ldc * dtype_size(p.c_type)) % 64 != 0 &&
-                                       double(p.m) * double(p.n) <= kBatchedTailVnniMaxC;
+                                       double(p.m) * double(p.n) <= kBatchedTailVnniMaxC &&
+                                       !(whole_call && p.n >= kBatchedTailWholeMinColumns &&
+                                         p.m >= kBatchedTailWholeMinRows);
         // JITMM_X86_LOWP_INT8_STEP=amx|vnni: the step forced where the ISA has it (measurements).
         const char* forced = std::getenv("JITMM_X86_LOWP_INT8_STEP");
         const std::string forced_step = forced != nullptr ? forced : "";

@@ -291,8 +291,10 @@ struct LowpFamily {
     // block alternate two sets of C tiles (panel_pairs), the second set configured as the first; 17: fma_f32
     // calls prefetch their C tile over a short K (LowpLayout::c_prefetch); 18: the vector K loops' remainder
     // past 4 iterations as a loop of one step; 19: the whole-call AMX function overlaps tail tiles, copies A rows
-    // that K's steps would read past K
-    static constexpr int kVersion = 19;
+    // that K's steps would read past K; 20: and runs three or four K steps, copying only the last step; 21: and
+    // leaves the tile configuration to stubs (a call per batch under one configuration); 22: but for a single
+    // call (its sixth argument)
+    static constexpr int kVersion = 22;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

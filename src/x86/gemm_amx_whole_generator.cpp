@@ -27,6 +27,11 @@ constexpr int kBPanelRow = 128;  // bytes of one k group across the panel
 // B tmm2-5 (column tile j, step s: 2 + 2j + s), C tmm6-7 in turn, each stored one product later.
 constexpr int kTiles = 8;
 
+// K steps whose B tiles a panel holds in registers (more: long_k).
+constexpr int kHeldSteps = 2;
+// Bytes between the copied rows of A's last step (one tile row).
+constexpr int64_t kStepRowBytes = 64;
+
 // Row tiles at most over 17-31 columns (amx_whole_call_fits).
 constexpr int64_t kWholeMaxRowTilesOverTwoPanels = 16;
 
@@ -66,31 +71,42 @@ public:
             pack_panel(panels_[0], 0);
         }
         if (copies) copy_a_rows();
+        // A single call (r9, the sixth argument, non-zero) loads the configuration here, while the packing
+        // stores drain, and releases the tiles at the end; a run of batches has the driver's stub load it once.
+        Xbyak::Label configured;
+        push(r9);
+        test(r9, r9);
+        jz(configured, T_NEAR);
         ldtilecfg(ptr[rip + config_]);
+        L(configured);
         mov(r8, a_row_bytes_);
         mov(r9, c_row_bytes_);
         mov(r10, kBPanelRow);
-        if (copies) mov(rax, copy_stride());
-        const size_t store_delay = steps_ == 1 ? 2 : 1;
+        if (copies) mov(rax, kStepRowBytes);
+        const size_t store_delay = steps_ == 1 || long_k() ? 2 : 1;
         int64_t unit = 0;
         for (size_t pi = 0; pi < panels_.size(); ++pi) {
             const AmxWholePanel& panel = panels_[pi];
             const int64_t b_panel = static_cast<int64_t>(pi) * panel_bytes_;
-            const int64_t b_step = (step_bytes_ / 4) * kBPanelRow;  // a K step's k groups in the panel
-            for (int j = 0; j < panel.tiles; ++j)
-                for (int s = 0; s < steps_; ++s)
-                    tileloadd(b_tile(j, s), ptr[rcx + r10 + b_panel + s * b_step + j * kTile * 4]);
+            auto load_b = [&](const Tmm& t, int j, int s) {
+                tileloadd(t, ptr[rcx + r10 + b_panel + s * b_step() + j * kTile * 4]);
+            };
+            if (!long_k())
+                for (int j = 0; j < panel.tiles; ++j)
+                    for (int s = 0; s < steps_; ++s) load_b(b_tile(j, s), j, s);
             for (size_t i = 0; i < row_tiles_.size(); ++i) {
                 const int64_t row = row_tiles_[i];
-                for (int s = 0; s < steps_; ++s) {
-                    if (row >= copy_first_)  // (the rows' copy: see copy_a_rows)
-                        tileloadd(a_tile(i, s), ptr[r11 + rax + (row - copy_first_) * copy_stride() + s * step_bytes_]);
-                    else
-                        tileloadd(a_tile(i, s), ptr[rdi + r8 + row * a_row_bytes_ + s * step_bytes_]);
-                }
+                if (!long_k())
+                    for (int s = 0; s < steps_; ++s) load_a(a_tile(i, s), row, s);
                 for (int j = 0; j < panel.tiles; ++j, ++unit) {
                     tilezero(c_tile(unit));
-                    for (int s = 0; s < steps_; ++s) multiply(c_tile(unit), a_tile(i, s), b_tile(j, s));
+                    for (int s = 0; s < steps_; ++s) {
+                        if (long_k()) {  // both operands a step at a time, in registers that alternate
+                            load_a(a_tile(i, s), row, s);
+                            load_b(b_tile(j, s), j, s);
+                        }
+                        multiply(c_tile(unit), a_tile(i, s), b_tile(j, s));
+                    }
                     // The next panel is packed while the tile unit works through this panel's first products,
                     // and ahead of their C stores: stores leave in program order, so packing stores queued
                     // behind tile stores (which wait for the products) would wait too.
@@ -103,8 +119,29 @@ public:
             }
         }
         while (!waiting_.empty()) store_oldest();
-        tilerelease();
         if (packs_b_ || copies) vzeroupper();
+        Xbyak::Label kept;
+        pop(rax);
+        test(rax, rax);
+        jz(kept, T_NEAR);
+        tilerelease();
+        L(kept);
+        ret();
+        return entry;
+    }
+
+    // The stubs the driver calls around a run of calls (TileSession): the tile configuration, and the release.
+    size_t emit_config_stub() {
+        align(16);
+        const size_t entry = getSize();
+        ldtilecfg(ptr[rip + config_]);
+        ret();
+        return entry;
+    }
+    size_t emit_release_stub() {
+        align(16);
+        const size_t entry = getSize();
+        tilerelease();
         ret();
         return entry;
     }
@@ -117,6 +154,19 @@ public:
     }
 
 private:
+    // Three or four K steps: the B tiles of a panel no longer all fit the tile registers, so each product loads
+    // its step's A and B tiles (tmm0-1 and tmm2-3 by the step's parity, so that a step's loads overlap the
+    // product before) and C rotates through tmm4-7.
+    bool long_k() const { return steps_ > kHeldSteps; }
+    int64_t b_step() const { return (step_bytes_ / 4) * kBPanelRow; }  // a K step's k groups in the panel
+    // Row tile `row`'s A tile of step s: in place, or the last step of copied rows from the copy.
+    void load_a(const Tmm& t, int64_t row, int s) {
+        if (row >= copy_first_ && s == steps_ - 1)
+            tileloadd(t, ptr[r11 + rax + (row - copy_first_) * kStepRowBytes]);
+        else
+            tileloadd(t, ptr[rdi + r8 + row * a_row_bytes_ + s * step_bytes_]);
+    }
+
     // Palette 1: bytes per row at 16 + 2t, rows at 48 + t. A tiles: 16 rows (or M's, under 16) of a step's
     // bytes; B tiles: a step's k groups of 16 columns (or N's); C tiles: as many rows and columns.
     std::array<uint8_t, 64> config_bytes() const {
@@ -131,7 +181,7 @@ private:
         const int cols = static_cast<int>(std::min<int64_t>(kTile, p_.n));
         for (int i = 0; i < 2; ++i) set(Tmm(i), rows, step_bytes_);  // A
         for (int j = 0; j < 2; ++j)
-            for (int s = 0; s < steps_; ++s) set(b_tile(j, s), step_bytes_ / 4, cols * 4);
+            for (int s = 0; s < std::min(steps_, kHeldSteps); ++s) set(b_tile(j, s), step_bytes_ / 4, cols * 4);
         for (int u = 0; u < c_tiles(); ++u) set(c_tile(u), rows, cols * 4);
         return cfg;
     }
@@ -145,8 +195,8 @@ private:
     }
 
     // ---- A rows whose steps would read past K ----------------------------------------------------------------
-    // The rows from copy_first_ on (copied_rows_from) go to a_rows, copy_stride() bytes apart, zero past K:
-    // a masked load and a store per 64 bytes.
+    // The last step's bytes of the rows from copy_first_ on (copied_rows_from) go to a_rows, kStepRowBytes apart,
+    // zero past K: a masked load and a store a row. Their other steps are read in place.
     static int64_t copied_rows_from(const Problem& p, plan::LowpStep step) {
         const int64_t k_bytes = p.k * plan::step_elem_bytes(step);
         const int64_t step_bytes = plan::amx_k_step_bytes(step, p.k);
@@ -156,27 +206,14 @@ private:
         if (step == plan::LowpStep::amx_bf16) return 0;
         return amx_whole_tiles(p.m).back();
     }
-    int64_t copy_stride() const { return (steps_ * step_bytes_ + 63) / 64 * 64; }
     void copy_a_rows() {
-        const int64_t chunks = copy_stride() / 64;
-        const int64_t partial = k_bytes_ % 64;  // the valid bytes of the chunk where K ends (none: whole chunks)
-        if (partial != 0) {
-            mov(rax, (uint64_t(1) << partial) - 1);
-            kmovq(k1, rax);
-        }
+        const int64_t last_step = (steps_ - 1) * step_bytes_;
+        const int64_t valid = k_bytes_ - last_step;  // 1 .. step_bytes_ - 1
+        mov(rax, (uint64_t(1) << valid) - 1);
+        kmovq(k1, rax);
         for (int64_t r = copy_first_; r < p_.m; ++r) {
-            for (int64_t c = 0; c < chunks; ++c) {
-                const auto out = ptr[r11 + (r - copy_first_) * copy_stride() + c * 64];
-                const int64_t valid = std::clamp<int64_t>(k_bytes_ - c * 64, 0, 64);
-                const auto in = ptr[rdi + r * a_row_bytes_ + c * 64];
-                if (valid == 0) {
-                    vmovdqa64(out, zmm28);
-                    continue;
-                }
-                if (valid == 64) vmovdqu8(zmm0, in);
-                else vmovdqu8(zmm0 | k1 | T_z, in);
-                vmovdqa64(out, zmm0);
-            }
+            vmovdqu8(zmm0 | k1 | T_z, ptr[rdi + r * a_row_bytes_ + last_step]);
+            vmovdqa64(ptr[r11 + (r - copy_first_) * kStepRowBytes], zmm0);
         }
     }
 
@@ -283,10 +320,14 @@ private:
         if (has_single_panel()) emit(single_index_, 0, true);
     }
 
-    Tmm a_tile(size_t row_tile, int s) const { return Tmm(steps_ == 1 ? static_cast<int>(row_tile % 2) : s); }
-    Tmm b_tile(int j, int s) const { return Tmm(2 + j * steps_ + s); }
-    int c_tiles() const { return kTiles - 2 - 2 * steps_; }
-    Tmm c_tile(int64_t unit) const { return Tmm(2 + 2 * steps_ + static_cast<int>(unit % c_tiles())); }
+    Tmm a_tile(size_t row_tile, int s) const {
+        if (long_k()) return Tmm(s % 2);
+        return Tmm(steps_ == 1 ? static_cast<int>(row_tile % 2) : s);
+    }
+    Tmm b_tile(int j, int s) const { return long_k() ? Tmm(2 + s % 2) : Tmm(2 + j * steps_ + s); }
+    int held_b_tiles() const { return long_k() ? 2 : 2 * steps_; }
+    int c_tiles() const { return kTiles - 2 - held_b_tiles(); }
+    Tmm c_tile(int64_t unit) const { return Tmm(2 + held_b_tiles() + static_cast<int>(unit % c_tiles())); }
 
     // The oldest waiting C tile into C.
     void store_oldest() {
@@ -344,7 +385,8 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     if (!plan::step_is_amx(L.step) || L.swap_ab || L.dot_nt || L.amx_c_streamed || L.amx_c_staged) return false;
     if (!amx_direct_store(L)) return false;
     // (A packed by the plan is read here as stored, or from the function's copy of its rows: M x K is enough.)
-    if (p.batch != 1 || plan.threads > 1 || plan.m_chunks != 1 || plan.n_chunks != 1 || p.trans_a) return false;
+    // (Batches run one call of the function each, a run of them per thread.)
+    if ((p.batch == 1 && plan.threads > 1) || plan.m_chunks != 1 || plan.n_chunks != 1 || p.trans_a) return false;
     if (plan.k_blocks(p.k) != 1 || p.m > plan.mc || p.n > plan.nc) return false;
     // JITMM_X86_LOWP_WHOLE=0: never; =tiles: only over whole tiles and steps, no tails (measurements).
     const char* env = std::getenv("JITMM_X86_LOWP_WHOLE");
@@ -353,6 +395,12 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     const bool tails = p.m % kTile != 0 || p.n % kTile != 0 ||
                        (p.k * plan::step_elem_bytes(L.step)) % plan::amx_k_step_bytes(L.step, p.k) != 0;
     if (forced == "tiles" && tails) return false;
+    // Batches of whole tiles whose B the driver packs (stored N x K, or N under 16) kept the microkernels, which
+    // share one configuration over a group of batches (1 thread, median us, microkernels -> function: bf16
+    // 64x64x64 NT x9 4.70 -> 4.99, u8 32x64x64 NT x9 2.52 -> 2.83, s8 8^3 x64 2.66 -> 2.93); with tails, or B
+    // packed here, the function won (s8 35x63x26 x20 9.44 -> 5.47, NT 11.9 -> 8.6, 16^3 x16 0.82 -> 0.56,
+    // 64x64x16 x16 6.3 -> 5.4, bf16 33^3 x8 3.78 -> 2.00).
+    if (p.batch > 1 && !tails && !amx_whole_packs_b(p, plan)) return false;
     int64_t column_tiles = 0;
     for (const auto& panel : amx_whole_panels(p.n)) column_tiles += panel.tiles;
     const int64_t row_tiles = static_cast<int64_t>(amx_whole_tiles(p.m).size());
@@ -364,12 +412,15 @@ bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan) {
     const int64_t k_bytes = p.k * plan::step_elem_bytes(L.step), step_bytes = plan::amx_k_step_bytes(L.step, p.k);
     const int64_t steps = (k_bytes + step_bytes - 1) / step_bytes;
     if (steps > kAmxWholeMaxSteps) return false;
+    // Batches over three or four steps kept the microkernels (1 thread, median us, microkernels -> function: bf16
+    // 128x64x128 x12 16.6 -> 19.3, 117x20x118 NT x2 2.31 -> 2.85, s8 31x19x240 NT x17 6.0 -> 7.5).
+    if (p.batch > 1 && steps > kHeldSteps) return false;
     if (amx_whole_b_bytes(p, plan) > kAmxWholeMaxBBytes) return false;
-    // The rows copied where the steps end past K (AmxWholeEmitter::copied_rows_from): all of them for bf16, the
-    // last row tile's for int8, 64-byte aligned rows of the steps' bytes.
+    // The rows whose last step is copied where the steps end past K (AmxWholeEmitter::copied_rows_from): all of
+    // them for bf16, the last row tile's for int8, 64 bytes each.
     if (k_bytes % step_bytes != 0) {
         const int64_t rows = L.step == plan::LowpStep::amx_bf16 ? p.m : std::min<int64_t>(kTile, p.m);
-        if (rows * ((steps * step_bytes + 63) / 64 * 64) > kAmxWholeMaxACopyBytes) return false;
+        if (rows * kStepRowBytes > kAmxWholeMaxACopyBytes) return false;
     }
     // Displacements of the last A row and the last C tile within 32 bits.
     const int64_t a_reach = p.m * p.lda * dtype_size(p.a_type), c_reach = p.m * p.ldc * dtype_size(p.c_type);
@@ -401,14 +452,17 @@ LowpCode generate_amx_whole(const Problem& p, const plan::X86LowpPlan& plan) {
     if (!amx_whole_call_fits(p, plan))
         fail(JITMM_STATUS_INTERNAL_ERROR, "amx whole-call generator: the shape does not fit");
     // ~60 bytes per C tile and per packed 64-byte B row, plus the configuration and the indices.
-    // ~60 bytes per C tile, per packed 64-byte B row and per copied A row's 64 bytes, plus the configuration and
-    // the indices.
-    const size_t capacity = 1024 + 64 * size_t((p.m / kTile + 2) * (p.n / kTile + 2) + (p.k + 4) * (p.n + 32) / 16 +
-                                               2 * p.m);
+    // ~40 bytes per C tile and ~40 per K step of each (its loads and products), ~60 per packed 64-byte B row,
+    // ~20 per copied A row, plus the configuration and the indices.
+    const int64_t units = (p.m / kTile + 2) * (p.n / kTile + 2);
+    const int64_t groups = amx_whole_k_groups(p, plan) * static_cast<int64_t>(amx_whole_panels(p.n).size());
+    const size_t capacity = static_cast<size_t>(1024 + units * (40 + 40 * kAmxWholeMaxSteps) + 60 * 2 * groups + 20 * p.m);
     return emit_code("amx whole-call", capacity, [&](uint8_t* buffer, size_t size) {
         AmxWholeEmitter emitter(p, plan, buffer, size);
         LowpCode out;
         out.entries.push_back(emitter.emit_function());
+        out.config_entries.push_back(emitter.emit_config_stub());
+        out.release_entry = emitter.emit_release_stub();
         emitter.finish();
         out.bytes.assign(emitter.getCode(), emitter.getCode() + emitter.getSize());
         return out;

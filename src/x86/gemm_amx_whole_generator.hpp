@@ -1,18 +1,20 @@
-// The AMX whole-call generator: a small product whose K is one or two equal tile steps (plan::amx_k_step_bytes:
-// at most 64 bytes each), stored straight into C, becomes one generated function that runs the entire call: the
-// tile configuration, every product, every store, and the tilerelease.
+// The AMX whole-call generator: a small product whose K is one to four equal tile steps (plan::amx_k_step_bytes:
+// at most 64 bytes each), stored straight into C, becomes one generated function that runs the entire call (of
+// one batch): every product and every store; two stubs load its one tile configuration and release the tiles.
 //
-//   void whole(const void* a, const void* b, void* c, void* b_panels, void* a_rows);
+//   void whole(const void* a, const void* b, void* c, void* b_panels, void* a_rows, int64_t single_call);
 //
-//   pack B's first panel (where the function packs B); copy the A rows that K's steps would read past K
-//   (a_rows); ldtilecfg (it runs while the packing stores drain)
+//   pack B's first panel (where the function packs B); copy the last K step of the A rows that it would read
+//   past K (a_rows); a single call: ldtilecfg (it runs while the packing stores drain); a run of batches: the
+//   driver has loaded the configuration once with a stub (LowpCode::config_entries[0]) and releases the tiles
+//   after them (LowpCode::release_entry)
 //   for each panel of packed B ([k group][32 columns][4 bytes], the steps' k groups, at b_panels):
-//       load the panel's B tiles (per column tile and K step)
-//       for each 16-row tile of A (read in place, or from a_rows), each of the panel's column tiles:
+//       load the panel's B tiles (per column tile and K step; from three steps, each product loads its own)
+//       for each 16-row tile of A (read in place, its last step from a_rows where copied), each column tile:
 //           C tile = 0; C tile += A x B (one product per K step)
 //           (after the panel's first row tile) pack the next panel of B, ahead of any C store
 //           store the C tile multiplied two (two K steps: one) column tiles ago
-//   store the rest; tilerelease
+//   store the rest; a single call: tilerelease
 //
 // Tails take no tile shape of their own (amx_whole_tiles): a dimension past 16 ends in one more whole tile that
 // ends at its last row or column and overlaps the tile before; the overlapped values are computed twice from the
@@ -35,17 +37,19 @@
 
 namespace jitmm::x86 {
 
-// Whether the whole call of p under plan is one such function: the driver's small path (one block of each, one
-// thread), an AMX step whose last K block stores C directly, A stored M x K, at most kAmxWholeMaxTiles C tiles
+// Whether the whole call of p under plan is one such function (a call per batch): the driver's small path (one
+// block of each, one thread per batch), an AMX step whose last K block stores C directly, A stored M x K, at most kAmxWholeMaxTiles C tiles
 // (the units are unrolled), all of K in at most kAmxWholeMaxSteps equal steps (amx_k_step_bytes), at most
 // kAmxWholeMaxBBytes of packed B and kAmxWholeMaxACopyBytes of copied A rows (the driver keeps both on its stack).
 bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan);
 constexpr int64_t kAmxWholeMaxTiles = 64;
-constexpr int64_t kAmxWholeMaxSteps = 2;
-constexpr int64_t kAmxWholeMaxBBytes = 16 * 1024;
+constexpr int64_t kAmxWholeMaxSteps = 4;
+constexpr int64_t kAmxWholeMaxBBytes = 32 * 1024;
 constexpr int64_t kAmxWholeMaxACopyBytes = 16 * 1024;
 
-using AmxWholeFn = void (*)(const void* a, const void* b, void* c, void* b_panels, void* a_rows);
+// single_call non-zero: the function loads the tile configuration itself and releases the tiles (one batch);
+// zero: the driver has loaded it with the configuration stub (a run of batches).
+using AmxWholeFn = void (*)(const void* a, const void* b, void* c, void* b_panels, void* a_rows, int64_t single_call);
 
 // The first rows (or columns) of one dimension's tiles: 0, 16, 32, ..., and where the extent ends inside a tile,
 // extent - 16 (the overlapping last tile); {0} for an extent under 16 (one tile of extent rows).
@@ -67,8 +71,8 @@ bool amx_whole_packs_b(const Problem& p, const plan::X86LowpPlan& plan);
 int64_t amx_whole_k_groups(const Problem& p, const plan::X86LowpPlan& plan);
 int64_t amx_whole_b_bytes(const Problem& p, const plan::X86LowpPlan& plan);
 
-// Requires amx_whole_call_fits(p, plan). LowpCode::entries holds the one entry; no stubs (the function loads and
-// releases the tiles itself). Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something.
+// Requires amx_whole_call_fits(p, plan). LowpCode::entries holds the one entry, config_entries the configuration
+// stub, release_entry the tilerelease stub. Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something.
 LowpCode generate_amx_whole(const Problem& p, const plan::X86LowpPlan& plan);
 
 }  // namespace jitmm::x86

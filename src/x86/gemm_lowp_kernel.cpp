@@ -145,6 +145,8 @@ Artifact compile_gemm_lowp(const Problem& p, const plan::X86LowpPlan& plan) {
         LowpCode code = generate_amx_whole(p, plan);
         artifact.payload = std::move(code.bytes);
         artifact.ints[K::kWholeEntry] = static_cast<int64_t>(code.entries[0]);
+        artifact.ints[K::kSlotCount + K::kWholeConfigSlot] = static_cast<int64_t>(code.config_entries[0]);
+        artifact.ints[2 * K::kSlotCount] = static_cast<int64_t>(code.release_entry);
         return artifact;
     }
     const int mr = plan.layout.mr, nr = plan.nr();
@@ -213,8 +215,11 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
     if (whole_ != nullptr && !amx_whole_call_fits(p_, plan_))
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: a whole-call function for a shape it does not fit");
     whole_packs_b_ = whole_ != nullptr && amx_whole_packs_b(p_, plan_);
-    if (plan::step_is_amx(plan_.layout.step) && whole_ == nullptr && release_ == nullptr)
+    if (plan::step_is_amx(plan_.layout.step) && release_ == nullptr)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: AMX code without its tilerelease stub");
+    static_assert(kWholeConfigSlot == 0 * kPhaseCount + kSingle, "the slot of full tiles, one K block");
+    if (whole_ != nullptr && configs_[kWholeConfigSlot] == nullptr)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 lowp kernel: a whole-call function without its configuration stub");
     pack_vbmi_ = pack_vbmi_allowed();
     // Operands read in place past K (the bytes past it meet the packed side's zero k rows, exact in integers): the
     // rows whose reads would run past the operand's end (A's, or B's in the swapped order) come from a copy
@@ -237,7 +242,14 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
 
 void GemmLowpKernel::run(const RunArgs& args) const {
     if (whole_ != nullptr) {  // no scales: its C is stored as the tiles hold it
-        run_whole(args);
+        if (plan_.threads <= 1 || p_.batch == 1) {
+            run_whole(args, 0, p_.batch);
+        } else {  // a contiguous run of batches per thread, as run_small's
+            const int64_t runs = std::min<int64_t>(p_.batch, plan_.threads);
+            runner_->parallel_for(runs, [&](int64_t r) {
+                run_whole(args, p_.batch * r / runs, p_.batch * (r + 1) / runs);
+            });
+        }
         return;
     }
     // Per-tensor scales are runtime values: folded with alpha into the one scalar the epilogue multiplies by.
@@ -728,21 +740,35 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
 // The whole call in one generated function (gemm_amx_whole_generator.hpp), which loads the tile configuration
 // and releases the tiles itself. Its packed B lives on this stack: no per-thread scratch to look up (a TLS
 // call from a shared library) for a few KB.
-void GemmLowpKernel::run_whole(const RunArgs& args) const {
+void GemmLowpKernel::run_whole(const RunArgs& args, int64_t batch_begin, int64_t batch_end) const {
     alignas(64) uint8_t b_panels[kAmxWholeMaxBBytes];
     alignas(64) uint8_t a_rows[kAmxWholeMaxACopyBytes];  // the rows the function copies (K ends inside a step)
-    if (!whole_packs_b_) {  // panel by panel, where amx_whole_panels places them
-        const plan::LowpLayout& L = plan_.layout;
-        const int64_t groups = amx_whole_k_groups(p_, plan_);
-        uint8_t* panel = b_panels;
-        for (const AmxWholePanel& at : amx_whole_panels(p_.n)) {
-            pack_b_lowp(L.step, p_.b_type, args.b, p_.ldb, p_.trans_b, 0, p_.k, at.first,
-                        std::min<int64_t>(at.tiles * 16, p_.n - at.first), plan_.nr(), groups, panel, nullptr,
-                        pack_vbmi_);
-            panel += groups * plan_.nr() * 4;
+    const int64_t a_size = dtype_size(p_.a_type), b_size = dtype_size(p_.b_type), c_size = dtype_size(p_.c_type);
+    // One tile configuration for the run of batches (ldtilecfg waits for the tile unit to drain: 8^3 s8 x64, 1
+    // thread, 5.8 us with one a batch, 2.7 with one a call).
+    TileSession tiles(release_);
+    for (int64_t bt = batch_begin; bt < batch_end; ++bt) {
+        const auto* a = static_cast<const uint8_t*>(args.a) + bt * p_.stride_a * a_size;
+        const auto* b = static_cast<const uint8_t*>(args.b) + bt * p_.stride_b * b_size;
+        auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
+        if (!whole_packs_b_) {  // panel by panel, where amx_whole_panels places them
+            const plan::LowpLayout& L = plan_.layout;
+            const int64_t groups = amx_whole_k_groups(p_, plan_);
+            uint8_t* panel = b_panels;
+            for (const AmxWholePanel& at : amx_whole_panels(p_.n)) {
+                pack_b_lowp(L.step, p_.b_type, b, p_.ldb, p_.trans_b, 0, p_.k, at.first,
+                            std::min<int64_t>(at.tiles * 16, p_.n - at.first), plan_.nr(), groups, panel, nullptr,
+                            pack_vbmi_);
+                panel += groups * plan_.nr() * 4;
+            }
         }
+        if (batch_end - batch_begin == 1) {  // the function configures and releases (ahead of its products)
+            whole_(a, b, c, b_panels, a_rows, 1);
+            continue;
+        }
+        tiles.use(configs_[kWholeConfigSlot]);  // (the driver's packing leaves the tiles alone)
+        whole_(a, b, c, b_panels, a_rows, 0);
     }
-    whole_(args.a, args.b, args.c, b_panels, a_rows);
 }
 
 // Dot products (VNNI, f16 or bf16 decode, B stored N x K): every thread packs all of A (a few rows, K zero padded to

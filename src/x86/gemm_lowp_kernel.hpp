@@ -35,6 +35,8 @@ public:
     // Artifact ints: kernel entries per slot, configuration stubs per slot, the tilerelease stub, then the
     // whole-call function (gemm_amx_whole_generator.hpp; -1 where the kernel has microkernels instead).
     static constexpr int kWholeEntry = 2 * kSlotCount + 1;
+    // The whole-call function's configuration stub: the configuration slot of full tiles in one K block.
+    static constexpr int kWholeConfigSlot = 0;
     static constexpr size_t kArtifactInts = 2 * kSlotCount + 2;
 
 private:
@@ -54,9 +56,9 @@ private:
     // the driver's more than the products'. The same packing and microkernel calls as run_chunk, none of its
     // blocking decisions (made once here, in the constructor: small_). Batches [batch_begin, batch_end).
     void run_small(const RunArgs& args, float scale, int64_t batch_begin, int64_t batch_end) const;
-    // A call that one generated function runs whole (amx_whole_call_fits): B packed (unless the function
-    // packs it), then the function.
-    void run_whole(const RunArgs& args) const;
+    // A call that one generated function runs whole (amx_whole_call_fits), batch by batch over [batch_begin,
+    // batch_end): B packed (unless the function packs it), then the function.
+    void run_whole(const RunArgs& args, int64_t batch_begin, int64_t batch_end) const;
     void run_chunk(const Chunk& chunk, const RunArgs& args, float scale, const uint8_t* shared_a_panels) const;
     // Whether the calls over this A (its first row) pack it: the plan says so, or AMX tile rows of it in place
     // would not start cache lines.
