@@ -5,6 +5,7 @@
 #include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_partition.hpp"
 #include "plan/x86_gemm_plan.hpp"
+#include "plan/x86_gemv_plan.hpp"
 #include "plan/x86_kgroup_plan.hpp"
 #include "x86/gemm_f32_kgroup_kernel.hpp"
 #include "x86/gemm_f32_split_finish.hpp"
@@ -2465,6 +2466,152 @@ TEST_CASE("x86 f32 planner: long K blocks over a B in place that fits L2", "[x86
         jitmm_engine* e = make_engine(tier.name, 1);
         const Case cases[] = {{32, 410, 827, 1, false, false, 3, 5, 1, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_RELU},
                               {5, 1013, 164, 2, true, false, 0, 0, 0, -0.5f, 0.0f, JITMM_EPILOGUE_NONE, JITMM_BIAS_PER_COLUMN, true}};
+        for (const Case& c : cases) {
+            INFO("tier " << tier.name << " " << describe(c));
+            check_case(e, c, rng);
+        }
+        jitmm_engine_destroy(e);
+    }
+}
+
+// One row of A times a B stored K x N on the one-row kernel (B streamed in place as far-apart row streams). Which
+// shapes the rule takes; then against the float64 reference: column tails (N % 16, fewer columns than a vector),
+// K below, at and past the stream count with K % streams rows left over, every stream count and a prefetch
+// distance, ldb > N, an A stored K x 1 with lda > 1 (strided a), every epilogue with the bias per row and per
+// column, alpha/beta, batches with a shared B, 1 and 3 threads (column chunks), the swapped matrix times vector
+// (an A stored K x M times a dense column), and a B ending on a guard page.
+TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86][matmul]") {
+    const auto avx512 = jitmm::hw::X86Isa::avx512;
+    auto row = [](int64_t n, int64_t k) { return dot_problem(Case{1, n, k}); };
+    CHECK(jitmm::plan::gemv_serves(row(305, 3602), avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(808, 890), avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(2845, 153), avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(305, 3602), jitmm::hw::X86Isa::avx2, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(dot_problem(Case{2, 305, 3602}), avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(dot_problem(Case{1, 305, 3602, 1, false, true}), avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(305, 3602), avx512, 2));  // (two threads' worth of B)
+    CHECK(jitmm::plan::gemv_serves(row(256, 64), avx512, 2));           // (one thread's)
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 32), avx512, 1));    // a short K
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(64, 3602), avx512, 1));    // few columns
+    CHECK(jitmm::plan::gemv_serves(row(100, 3602), avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 11008), avx512, 1));  // rows 4 KiB apart over a long K
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4100, 4096), avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(4096, 2048), avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(4000, 4096), avx512, 1));
+    std::mt19937 rng(3602);
+    for (const Tier& tier : runnable_tiers()) {
+        if (tier.isa < avx512) continue;
+        for (int threads : {1, 3}) {
+            jitmm_engine* e = make_engine(tier.name, threads);
+            setenv("JITMM_X86_GEMV", "1", 1);  // every size, the rule's smallest included
+            int it = 0;
+            for (int64_t n : {1, 15, 16, 17, 63, 97, 305, 808}) {
+                for (int64_t k : {1, 3, 5, 64, 891}) {
+                    Case c{1, n, k, it % 4 == 1 ? 3 : 1, it % 5 == 3, false, it % 5 == 3 ? 2 : 0, it % 3 == 1 ? 5 : 0,
+                           it % 4 == 3 ? 2 : 0, it % 5 == 1 ? -0.5f : 1.0f, it % 3 == 0 ? 0.5f : (it % 7 == 2 ? 1.0f : 0.0f),
+                           static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT)};
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                    c.share_b = c.batch > 1 && it % 8 == 1;
+                    const std::string streams = std::to_string(1 + it % 16), pf = it % 3 == 2 ? "512" : "0";
+                    setenv("JITMM_X86_GEMV_STREAMS", streams.c_str(), 1);
+                    setenv("JITMM_X86_GEMV_PF", pf.c_str(), 1);
+                    INFO("streams " << streams << " prefetch " << pf);
+                    CHECK(generator_name(e, c) == "x86_f32_gemv_avx512");
+                    check_case(e, c, rng);
+                    ++it;
+                }
+            }
+            unsetenv("JITMM_X86_GEMV_STREAMS");
+            unsetenv("JITMM_X86_GEMV_PF");
+            // A matrix times a vector with A stored K x M: one row times A as stored, swapped.
+            for (int64_t m : {300, 2845}) {
+                Case c{m, 1, 153, 1, true, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS_GELU_TANH, JITMM_BIAS_PER_ROW};
+                CHECK(generator_name(e, c) == "x86_f32_gemv_avx512_swapped");
+                check_case(e, c, rng);
+            }
+            unsetenv("JITMM_X86_GEMV");
+            jitmm_engine_destroy(e);
+        }
+        // B's last row ends where a PROT_NONE page begins: the tail's masked loads read nothing past it.
+        const long page = sysconf(_SC_PAGESIZE);
+        jitmm_engine* e = make_engine(tier.name, 1);
+        for (int64_t n : {305, 17, 808}) {
+            const int64_t k = 77;
+            INFO("guard page 1x" << n << "x" << k);
+            const size_t b_bytes = static_cast<size_t>(n * k) * sizeof(float);
+            const size_t span = (b_bytes + page - 1) / page * page;
+            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            REQUIRE(map != MAP_FAILED);
+            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+            float* b = reinterpret_cast<float*>(static_cast<uint8_t*>(map) + span - b_bytes);
+            std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+            for (int64_t i = 0; i < n * k; ++i) b[i] = uni(rng);
+            std::vector<float> a(static_cast<size_t>(k)), out(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+            for (auto& v : a) v = uni(rng);
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = 1; d.n = n; d.k = k;
+            d.lda = k; d.ldb = n; d.ldc = n;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a.data(); args.b = b; args.c = out.data();
+            setenv("JITMM_X86_GEMV", "1", 1);
+            REQUIRE(jitmm_matmul(e, &d, &args) == JITMM_STATUS_SUCCESS);
+            unsetenv("JITMM_X86_GEMV");
+            double worst = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                double ref = 0, mag = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                    ref += double(a[p]) * b[p * n + j];
+                    mag += std::fabs(double(a[p]) * b[p * n + j]);
+                }
+                const double err = std::fabs(out[j] - ref) / (mag + 1e-30);
+                worst = std::isfinite(out[j]) ? std::max(worst, err) : 1e30;
+            }
+            CHECK(worst <= 1e-6);
+            munmap(map, span + page);
+        }
+        jitmm_engine_destroy(e);
+    }
+}
+
+// A B as stored read in place over 5/8 of L2 (up to all of it; past 7/8 by one or two row tiles): its rows
+// prefetched 16 steps ahead in the long K blocks of a B that fits; not for a smaller B, one- or two-row tiles,
+// rows 4 KiB apart, nor a B past L2 or one that the call's A and C push out of it (over a K of 128 or more: its
+// rows 32 steps ahead in 32-row blocks, as from memory).
+TEST_CASE("x86 f32 planner: a B in place crowding L2 prefetches its rows in long K blocks", "[x86][plan]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 48 * 1024;
+    cpu.l2_bytes = 2048 * 1024;
+    const auto isa = jitmm::hw::X86Isa::avx512;
+    for (bool ta : {false, true}) {
+        const auto crowded = jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 390, 1233, ta, false), cpu, isa, 1);
+        CHECK(crowded.layout.b_prefetch_k == 16);
+        CHECK(crowded.kc >= 256);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 1200, 300, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 500, 600, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(2, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k != 16);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 1024, 450, ta, false), cpu, isa, 1).layout.b_prefetch_k == 0);
+        // Past 7/8 of L2 only for one or two row tiles (three of 12 or 14 rows here); 86% of L2 for any.
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(36, 390, 1000, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(33, 390, 1233, ta, false), cpu, isa, 1).layout.b_prefetch_k == 32);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(40, 500, 900, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+        const auto from_memory = jitmm::plan::plan_x86_gemm_f32(plain_problem(7, 390, 3000, ta, false), cpu, isa, 1);
+        CHECK(from_memory.layout.b_prefetch_k == 32);
+        CHECK(from_memory.kc == 32);
+        // B within L2 but not with the call's A and C beside it: streamed as from memory, over a K of 128 or more.
+        const auto own_call = jitmm::plan::plan_x86_gemm_f32(plain_problem(40, 390, 1233, ta, false), cpu, isa, 1);
+        CHECK(own_call.layout.b_prefetch_k == 32);
+        CHECK(own_call.kc == 32);
+        CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(32, 4000, 100, ta, false), cpu, isa, 1).layout.b_prefetch_k == 16);
+    }
+    std::mt19937 rng(1233);
+    for (const Tier& tier : runnable_tiers()) {
+        jitmm_engine* e = make_engine(tier.name, 1);
+        const Case cases[] = {{7, 390, 1233, 1, false, false, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_NONE},
+                              {7, 390, 1233, 1, true, false, 3, 0, 5, -0.5f, 0.5f, JITMM_EPILOGUE_BIAS_SILU},
+                              {6, 1200, 300, 1, false, false, 1, 0, 0, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_RELU, JITMM_BIAS_PER_ROW},
+                              {40, 390, 1233, 1, false, false, 0, 3, 0, 1.0f, 0.0f, JITMM_EPILOGUE_GELU_TANH}};
         for (const Case& c : cases) {
             INFO("tier " << tier.name << " " << describe(c));
             check_case(e, c, rng);

@@ -187,6 +187,14 @@ constexpr int kTransposedAPrefetchSteps = 16;
 constexpr int64_t kMaxKForCTilePrefetch = 12;
 // k steps ahead that a B read in place from memory has its rows prefetched (see b_streams_from_memory).
 constexpr int kBRowPrefetchSteps = 32;
+// k steps ahead that a B read in place over 5/8 of L2 has its rows prefetched (see b_crowds_l2; 7x390x1233 with
+// 412-row K blocks: 8 ahead 41.2 us, 16 39.5-42.2, 32 40.8-40.9; 7x390x1000 with 500-row blocks: 16 ahead
+// 28.8-30.5, 32 30.7-31.6).
+constexpr int kCrowdedL2BRowPrefetchSteps = 16;
+// The least K over which one call's own A and C count as evicting its B (see b_streams_from_memory).
+constexpr int64_t kMinKForOwnCallStreamedB = 4 * kBRowPrefetchSteps;
+// Row tiles at most that read a B in place past 7/8 of L2 that way (see b_crowds_l2).
+constexpr int64_t kMaxCrowdedL2RowTilesPastSevenEighths = 2;
 // Fused B packing (fused_packing_fits): the most k steps ahead a packing variant prefetches the B rows it
 // reads (1 thread, 70x855x3712: 8 ahead 3110 us, 16 3020, 32 2960, 64 3050), and the fewest worth it; its K
 // block (70x855x3712, 14x32 tiles: 464-long blocks 2960 us, 256 2560); the most rows of A and the least K.
@@ -455,9 +463,16 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const double b_own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
     const double b_batch_bytes = 4.0 * double(p.k) * double(p.n);
     const double batch_bytes = b_batch_bytes + 4.0 * (double(p.m) * double(p.k) + double(p.m) * double(p.n));
+    // And so does one batch's B whose call, A and C included, exceeds L2: the call's own A and C evict part of
+    // B before the next call (1 thread, 32-row K blocks without and with rows prefetched 32 ahead: 36x390x1233 476
+    // -> 284 us, 44x390x1233 547 -> 298, 56x390x1233 601 -> 345; medians of 2 alternated rounds, NN: 56x600x800
+    // 501 -> 315, 56x300x1500 495 -> 327, 56x700x700 508 -> 341, 48x2000x200 192 -> 173). Not over a K of a few
+    // prefetch distances, which the rows ahead overrun (32x4000x100 134 -> 164, 56x4000x100 229 -> 270).
+    const bool own_call_evicts_b = b_own_batches == 1 && p.k >= kMinKForOwnCallStreamedB &&
+                                   4.0 * b_batch_bytes >= batch_bytes && batch_bytes > double(l2);
     const bool b_streams_from_memory =
         !plan.pack_b && !b_rows_in_place &&
-        (b_share_bytes * b_own_batches > double(l2) ||
+        (b_share_bytes * b_own_batches > double(l2) || own_call_evicts_b ||
          (b_own_batches > 1 && 4.0 * b_batch_bytes >= batch_bytes && batch_bytes * b_own_batches > double(l2)));
     const bool b_far_rows_fit = double(kBRowPrefetchSteps) * double(p.ldb) * 4.0 <= double(l2) / 4 &&
                                 (p.ldb * 4) % 4096 != 0;
@@ -469,8 +484,33 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // nor for taller tiles (6x82x3822 24.4 -> 28.6).
     const bool b_split_rows_from_l2 = !plan.pack_b && !b_rows_in_place && !b_streams_from_memory &&
                                       m_tiles == 1 && L.mr <= 2 && (p.ldb * 4) % 64 != 0 && p.k >= 16;
+    // A B as stored read in place that fills more than 5/8 of L2 (and not more than all of it): between calls
+    // part of it leaves L2 (the rest of the call's data, other processes), so its rows are prefetched as from
+    // memory, but most of it is still there, so it keeps the long K blocks of a B that fits (past the 3/4 of L2
+    // that b_fits_l2 below keeps, it takes them too), not the short ones of a B streaming from memory (1 thread,
+    // median us, neither / rows prefetched 16 ahead in 32-row blocks / and in 412-row blocks: 7x390x1233 50-55 /
+    // 46-48 / 39.5-42, oneDNN 42; rows prefetched 16 ahead or not, in long blocks: 7x390x800 22.7-23.7 / 22.8-26.7,
+    // 7x390x1000 28.8-30.5 / 32.5-33.7, 4x500x700 16.5-17.7 / 19.0-20.8; 7x390x700, 1.1 MB, 19.8 / 19.5).
+    // Medians of 2 alternated rounds, NN / TN: 7x390x1233 53.0 -> 40.1 / 54.2 -> 41.6, 8x400x1200 51.5 -> 36.3 /
+    // 49.6 -> 36.8, 4x256x1700 26.8 -> 18.4 / 27.1 -> 23.3, 16x500x900 87.4 -> 70.8 / 83.0 -> 76.2, 32x390x1233 195
+    // -> 160 / 194 -> 165. Not for tiles of one or two rows, which prefetch their rows two steps ahead where those
+    // are off 64-byte lines (2x390x1000 19.2 -> 21.4, 2x400x1200 26.5 -> 28.3), nor for rows a multiple of 4 KiB
+    // apart, whose rows ahead land in the L1 sets of the rows in use (2x1024x400 18.5 -> 26.1, 4x1024x400 25.8 ->
+    // 28.0, 16x1024x400 69.8 -> 75.1). From 5/8: of a B of 0.6 x L2 many rows lost a little (medians of 3 alternated,
+    // NN / TN: 7x500x600 21.0 -> 21.6 / 20.9 -> 21.3, 6x82x3822 22.1 -> 23.2 / 23.1 -> 23.3, 7x150x2000 22.5 -> 24.0 /
+    // 22.1 -> 22.6), where 0.7 x L2 still gained (7x1200x300 30.6 -> 23.0 / 30.5 -> 23.5, 6x390x1000 31.8 -> 26.4 /
+    // 30.9 -> 26.3).
+    // Past 7/8 of L2, B no longer stays there from one row tile to the next: one or two row tiles only (1 thread,
+    // median of 2 alternated, 36 to 56 rows over 390x1233, 3 or 4 row tiles of 12x32 or 14x32: 470-570 us ->
+    // 610-790; 500x900, 86% of L2, still gained: 36 to 56 rows 187-283 -> 164-254).
+    const double b_in_place_bytes = b_share_bytes * b_own_batches;
+    const bool b_crowds_l2 = !p.trans_b && !plan.pack_a && !plan.pack_b && !b_rows_in_place && !b_streams_from_memory &&
+                             b_in_place_bytes > double(l2) * 5 / 8 && p.flops() / double(p.batch) > kMinFlopsPerThread &&
+                             L.mr > 2 && (p.ldb * 4) % 4096 != 0 &&
+                             (m_tiles <= kMaxCrowdedL2RowTilesPastSevenEighths || b_in_place_bytes <= double(l2) * 7 / 8);
     if (std::getenv("JITMM_X86_PF") == nullptr) {
         if (b_streams_from_memory) L.b_prefetch_k = b_far_rows_fit ? kBRowPrefetchSteps : kBRowPrefetchSteps / 2;
+        else if (b_crowds_l2) L.b_prefetch_k = kCrowdedL2BRowPrefetchSteps;
         else if (b_split_rows_from_l2) L.b_prefetch_k = kSplitBRowPrefetchSteps;
     }
     // With B read in place (few row tiles), short K blocks let every B row stream contiguously across the
@@ -487,7 +527,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const bool b_fits_l2 = !p.trans_b && !plan.pack_a && !plan.pack_b && !b_streams_from_memory &&
                            b_share_bytes * b_own_batches <= double(l2) * 3 / 4 &&
                            p.flops() / double(p.batch) > kMinFlopsPerThread;
-    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small || b_fits_l2)
+    int64_t kc_limit = (plan.pack_b || b_rows_in_place || b_small_in_place || b_share_small || b_fits_l2 ||
+                        b_crowds_l2)
                            ? std::clamp<int64_t>(a_budget / (int64_t(L.mr) * 4), 64, 512)
                            : 32;
     // B read in place with rows a near multiple of 4 KiB apart over a long K: every 32nd row lands in the same L2

@@ -6,9 +6,11 @@
 #include "hw/cpu.hpp"
 #include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_plan.hpp"
+#include "plan/x86_gemv_plan.hpp"
 #include "plan/x86_kgroup_plan.hpp"
 #include "plan/x86_lowp_plan.hpp"
 #include "x86/gemm_f32_dot_kernel.hpp"
+#include "x86/gemm_f32_gemv_kernel.hpp"
 #include "x86/gemm_f32_kernel.hpp"
 #include "x86/gemm_f32_kgroup_kernel.hpp"
 #include "x86/gemm_lowp_kernel.hpp"
@@ -81,6 +83,15 @@ struct KGroupF32Family {
     static constexpr int kVersion = 1;
     static const char* generator(const Recipe&) { return "x86_f32_kgroup_avx512"; }
     static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32_kgroup(p, r); }
+};
+
+// One row of A times a B stored K x N, B streamed in place in the order it is stored (AVX-512).
+struct GemvF32Family {
+    using Recipe = plan::X86GemvPlan;
+    using KernelType = GemmF32GemvKernel;
+    static constexpr int kVersion = 1;
+    static const char* generator(const Recipe&) { return "x86_f32_gemv_avx512"; }
+    static Artifact compile(const Problem& p, const Recipe& r) { return compile_gemm_f32_gemv(p, r); }
 };
 
 // A matrix times a vector (C = A b, N = 1) with b and C dense: C^T = b^T A^T is one row times A^T, a decode
@@ -375,6 +386,9 @@ public:
         if (c_transposable && plan::serves_with_c_transposed(p, hw::cpu_info(), isa_, runner_->num_threads()))
             return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
                                                      isa_ >= hw::X86Isa::avx512, runner_);
+        if (plan::gemv_serves(p, isa_, runner_->num_threads()))
+            return std::make_unique<X86Plan<GemvF32Family>>(
+                p, plan::plan_x86_gemm_f32_gemv(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
         // Few rows over many columns of a transposed B and a short K: C^T = B A^T, many rows over few columns,
         // on the k-group kernel storing its rows as C's columns (plan::kgroup_serves_swapped).
         if (plan::kgroup_serves_swapped(p, isa_)) {
