@@ -293,8 +293,9 @@ struct LowpFamily {
     // past 4 iterations as a loop of one step; 19: the whole-call AMX function overlaps tail tiles, copies A rows
     // that K's steps would read past K; 20: and runs three or four K steps, copying only the last step; 21: and
     // leaves the tile configuration to stubs (a call per batch under one configuration); 22: but for a single
-    // call (its sixth argument)
-    static constexpr int kVersion = 22;
+    // call (its sixth argument); 23: and no longer serves over three or four steps past 160 products (the kernel
+    // refuses an artifact whose whole-call choice differs from amx_whole_call_fits)
+    static constexpr int kVersion = 23;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {
