@@ -2134,6 +2134,28 @@ TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated 
         check_case(e.e, c, rng);
         CHECK(reader.released());
     }
+    // C of 32 KB and more over a K of 32 bytes and more: the function visits row tile by row tile.
+    const int64_t big[][2] = {{128, 128}, {127, 127}, {100, 100}, {160, 96}, {96, 160}, {64, 256}, {90, 90}};
+    const int64_t big_k[] = {64, 100, 128, 33, 61};
+    for (int it = 0; it < 35; ++it) {
+        Case c;
+        const auto& in = ins[it % 5];
+        c.a = in[0];
+        c.b = in[1];
+        const bool bf16 = c.a == JITMM_DTYPE_BF16;
+        c.c = bf16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+        c.m = big[it % 7][0];
+        c.n = big[it % 7][1];
+        c.k = big_k[(it / 7) % 5] / (bf16 ? 2 : 1) + (bf16 ? 1 : 0);
+        c.tb = it % 3 == 1;
+        c.lda_pad = it % 4 == 2 ? 5 : 0;
+        c.ldc_pad = it % 5 == 3 ? 3 : 0;
+        c.poison_pads = bf16;
+        c.batch = it % 6 == 4 ? 2 : 1;
+        INFO("rows " << it << ": " << describe(c));
+        check_case(e.e, c, rng);
+        CHECK(reader.released());
+    }
 }
 
 TEST_CASE("x86 lowp: kernels reload from the disk cache and still compute exactly", "[x86][lowp]") {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstdint>
 #include <deque>
 #include <string>
 
@@ -26,6 +27,23 @@ constexpr int kBPanelRow = 128;  // bytes of one k group across the panel
 // the product that reuses the register finds the store done. Two K steps: A tmm0-1 (the row tile's two steps),
 // B tmm2-5 (column tile j, step s: 2 + 2j + s), C tmm6-7 in turn, each stored one product later.
 constexpr int kTiles = 8;
+
+// Whether the function visits its tiles row tile by row tile: a C of kRowMajorMinCBytes or more (past what L1
+// keeps beside A and B: panel by panel, each C row's lines were written in as many passes as panels) over a K of
+// kRowMajorMinKBytes. 1 thread, median us, panels -> rows: s8 128x128x64 1.74 -> 1.36, 128^3 2.21 -> 1.66,
+// 127^3 3.73 -> 2.62, 100^3 1.82 -> 1.43, 64x256x64 2.16 -> 1.73, 48x200x64 1.25 -> 1.08, bf16 128x64x64 0.97
+// -> 0.78, 90x90x64 1.48 -> 1.12, 100x100x64 x4 7.35 -> 5.71; a smaller C kept panels (bf16 64^3 0.31 against
+// 0.38, s8 80x96x64 0.42 against 0.45), and so did a K of 8 bytes (u8 120x120x8 1.05 against 1.19).
+// JITMM_X86_LOWP_WHOLE_ORDER=rows|panels forces one (measurements).
+constexpr int64_t kRowMajorMinCBytes = 32 * 1024;
+constexpr int64_t kRowMajorMinKBytes = 32;
+bool row_major_order(const Problem& p, plan::LowpStep step) {
+    const char* env = std::getenv("JITMM_X86_LOWP_WHOLE_ORDER");
+    if (env != nullptr && std::string(env) == "rows") return true;
+    if (env != nullptr && std::string(env) == "panels") return false;
+    return p.m * p.n * dtype_size(p.c_type) >= kRowMajorMinCBytes &&
+           p.k * plan::step_elem_bytes(step) >= kRowMajorMinKBytes;
+}
 
 // K steps whose B tiles a panel holds in registers (more: long_k).
 constexpr int kHeldSteps = 2;
@@ -60,7 +78,8 @@ public:
           packs_b_(amx_whole_packs_b(p, plan)),
           row_tiles_(amx_whole_tiles(p.m)),
           panels_(amx_whole_panels(p.n)),
-          copy_first_(copied_rows_from(p, plan.layout.step)) {}
+          copy_first_(copied_rows_from(p, plan.layout.step)),
+          row_major_(row_major_order(p, plan.layout.step)) {}
 
     size_t emit_function() {
         const size_t entry = getSize();
@@ -88,37 +107,45 @@ public:
         if (copies) mov(rax, kStepRowBytes);
         const size_t store_delay = steps_ == 1 || long_k() ? 2 : 1;
         int64_t unit = 0;
-        for (size_t pi = 0; pi < panels_.size(); ++pi) {
+        // Visits of (row tile, panel): panel by panel (B's tiles loaded once a panel, A's once a visit), or row
+        // tile by row tile where C passes L1 (row_major_: A's tiles once a row tile, B's once a visit; C's rows
+        // then written whole before the next ones).
+        std::vector<std::pair<size_t, size_t>> visits;
+        for (size_t outer = 0; outer < (row_major_ ? row_tiles_.size() : panels_.size()); ++outer)
+            for (size_t inner = 0; inner < (row_major_ ? panels_.size() : row_tiles_.size()); ++inner)
+                visits.emplace_back(row_major_ ? outer : inner, row_major_ ? inner : outer);
+        size_t loaded_a = SIZE_MAX, loaded_b = SIZE_MAX;
+        for (const auto& [i, pi] : visits) {
             const AmxWholePanel& panel = panels_[pi];
             const int64_t b_panel = static_cast<int64_t>(pi) * panel_bytes_;
+            const int64_t row = row_tiles_[i];
             auto load_b = [&](const Tmm& t, int j, int s) {
                 tileloadd(t, ptr[rcx + r10 + b_panel + s * b_step() + j * kTile * 4]);
             };
-            if (!long_k())
+            if (!long_k() && loaded_b != pi)
                 for (int j = 0; j < panel.tiles; ++j)
                     for (int s = 0; s < steps_; ++s) load_b(b_tile(j, s), j, s);
-            for (size_t i = 0; i < row_tiles_.size(); ++i) {
-                const int64_t row = row_tiles_[i];
-                if (!long_k())
-                    for (int s = 0; s < steps_; ++s) load_a(a_tile(i, s), row, s);
-                for (int j = 0; j < panel.tiles; ++j, ++unit) {
-                    tilezero(c_tile(unit));
-                    for (int s = 0; s < steps_; ++s) {
-                        if (long_k()) {  // both operands a step at a time, in registers that alternate
-                            load_a(a_tile(i, s), row, s);
-                            load_b(b_tile(j, s), j, s);
-                        }
-                        multiply(c_tile(unit), a_tile(i, s), b_tile(j, s));
+            if (!long_k() && (loaded_a != i || !row_major_))
+                for (int s = 0; s < steps_; ++s) load_a(a_tile(i, s), row, s);
+            loaded_a = i;
+            loaded_b = pi;
+            for (int j = 0; j < panel.tiles; ++j, ++unit) {
+                tilezero(c_tile(unit));
+                for (int s = 0; s < steps_; ++s) {
+                    if (long_k()) {  // both operands a step at a time, in registers that alternate
+                        load_a(a_tile(i, s), row, s);
+                        load_b(b_tile(j, s), j, s);
                     }
-                    // The next panel is packed while the tile unit works through this panel's first products,
-                    // and ahead of their C stores: stores leave in program order, so packing stores queued
-                    // behind tile stores (which wait for the products) would wait too.
-                    // (Packing two or four panels ahead measured the same, over one or two row tiles too.)
-                    if (packs_b_ && i == 0 && j == panel.tiles - 1 && pi + 1 < panels_.size())
-                        pack_panel(panels_[pi + 1], static_cast<int64_t>(pi + 1));
-                    waiting_.push_back({row, panel.first + j * kTile, unit});
-                    if (waiting_.size() > store_delay) store_oldest();
+                    multiply(c_tile(unit), a_tile(i, s), b_tile(j, s));
                 }
+                // The next panel is packed while the tile unit works through this panel's first products,
+                // and ahead of their C stores: stores leave in program order, so packing stores queued
+                // behind tile stores (which wait for the products) would wait too.
+                // (Packing two or four panels ahead measured the same, over one or two row tiles too.)
+                if (packs_b_ && i == 0 && j == panel.tiles - 1 && pi + 1 < panels_.size())
+                    pack_panel(panels_[pi + 1], static_cast<int64_t>(pi + 1));
+                waiting_.push_back({row, panel.first + j * kTile, unit});
+                if (waiting_.size() > store_delay) store_oldest();
             }
         }
         while (!waiting_.empty()) store_oldest();
@@ -356,6 +383,7 @@ private:
     const std::vector<int64_t> row_tiles_;      // amx_whole_tiles(M)
     const std::vector<AmxWholePanel> panels_;   // amx_whole_panels(N)
     const int64_t copy_first_;                  // the first A row read from the copy (M: none)
+    const bool row_major_;                      // visits row tile by row tile (see emit_function)
     std::deque<Waiting> waiting_;  // C tiles multiplied, not yet stored
     Xbyak::Label config_, pair_index_[2], single_index_;
 };
