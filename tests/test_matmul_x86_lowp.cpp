@@ -2134,19 +2134,21 @@ TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated 
         check_case(e.e, c, rng);
         CHECK(reader.released());
     }
-    // C of 32 KB and more over a K of 32 bytes and more: the function visits row tile by row tile.
-    const int64_t big[][2] = {{128, 128}, {127, 127}, {100, 100}, {160, 96}, {96, 160}, {64, 256}, {90, 90}};
+    // C of 32 KB and more over a K of 32 bytes and more: the function visits row tile by row tile (up to 128
+    // tiles).
+    const int64_t big[][2] = {{128, 128}, {127, 127}, {100, 100}, {160, 96}, {96, 160}, {64, 256}, {90, 90},
+                              {160, 160}, {192, 127}, {250, 64}};
     const int64_t big_k[] = {64, 100, 128, 33, 61};
-    for (int it = 0; it < 35; ++it) {
+    for (int it = 0; it < 50; ++it) {
         Case c;
         const auto& in = ins[it % 5];
         c.a = in[0];
         c.b = in[1];
         const bool bf16 = c.a == JITMM_DTYPE_BF16;
         c.c = bf16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
-        c.m = big[it % 7][0];
-        c.n = big[it % 7][1];
-        c.k = big_k[(it / 7) % 5] / (bf16 ? 2 : 1) + (bf16 ? 1 : 0);
+        c.m = big[(it / 5 + it) % 10][0];  // (every shape meets several type pairs)
+        c.n = big[(it / 5 + it) % 10][1];
+        c.k = big_k[(it / 10) % 5] / (bf16 ? 2 : 1) + (bf16 ? 1 : 0);
         c.tb = it % 3 == 1;
         c.lda_pad = it % 4 == 2 ? 5 : 0;
         c.ldc_pad = it % 5 == 3 ? 3 : 0;

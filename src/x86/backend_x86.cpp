@@ -295,8 +295,8 @@ struct LowpFamily {
     // leaves the tile configuration to stubs (a call per batch under one configuration); 22: but for a single
     // call (its sixth argument); 23: and no longer serves over three or four steps past 160 products (the kernel
     // refuses an artifact whose whole-call choice differs from amx_whole_call_fits); 24: and visits row tile by
-    // row tile over a C of 32 KB
-    static constexpr int kVersion = 24;
+    // row tile over a C of 32 KB; 25: and serves up to 128 C tiles
+    static constexpr int kVersion = 25;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

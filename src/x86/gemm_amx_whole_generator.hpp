@@ -42,7 +42,10 @@ namespace jitmm::x86 {
 // (the units are unrolled), all of K in at most kAmxWholeMaxSteps equal steps (amx_k_step_bytes), at most
 // kAmxWholeMaxBBytes of packed B and kAmxWholeMaxACopyBytes of copied A rows (the driver keeps both on its stack).
 bool amx_whole_call_fits(const Problem& p, const plan::X86LowpPlan& plan);
-constexpr int64_t kAmxWholeMaxTiles = 64;
+// (128: past 64 tiles the row tile order won, 1 thread, median us, microkernels -> function: s8 150x150x64 NT 3.29
+// -> 2.38, 192x128x128 2.86 -> 2.29, 256x128x64 2.73 -> 2.60, bf16 160x160x64 3.01 -> 2.51, 128x256x64 4.60 ->
+// 4.09; the unrolled function took 80-120 us to generate against 20-30 for the microkernels.)
+constexpr int64_t kAmxWholeMaxTiles = 128;
 constexpr int64_t kAmxWholeMaxSteps = 4;
 constexpr int64_t kAmxWholeMaxBBytes = 32 * 1024;
 constexpr int64_t kAmxWholeMaxACopyBytes = 16 * 1024;
