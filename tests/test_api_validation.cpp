@@ -1,6 +1,7 @@
 // The C API's argument checking, one invalid input at a time: each case asserts the specific jitmm_status
 // AND that jitmm_last_error_message() names the offending field. Also the small utility entry points
 // (names, versions, status strings, reports) and that an engine stays usable after any number of failures.
+#include "env_guard.hpp"
 #include "hw/cpu.hpp"
 #include "hw/gpu.hpp"
 
@@ -101,30 +102,6 @@ public:
 
 private:
     jitmm_engine* engine_ = nullptr;
-};
-
-// Sets (or with value NULL unsets) an environment variable for one scope, then restores it.
-class EnvGuard {
-public:
-    EnvGuard(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) {
-            had_ = true;
-            old_ = old;
-        }
-        if (value) ::setenv(name, value, 1);
-        else ::unsetenv(name);
-    }
-    ~EnvGuard() {
-        if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
-        else ::unsetenv(name_.c_str());
-    }
-    EnvGuard(const EnvGuard&) = delete;
-    EnvGuard& operator=(const EnvGuard&) = delete;
-
-private:
-    std::string name_;
-    bool had_ = false;
-    std::string old_;
 };
 
 jitmm_matmul_desc make_desc(int64_t m, int64_t n, int64_t k) {
