@@ -393,7 +393,9 @@ TEST_CASE("x86 lowp: each tier runs the family it should", "[x86][lowp]") {
          jitmm::hw::cpu_info().avx_vnni ? "x86_int8_avxvnni_avx2" : "x86_int8_s16_avx2"},
         {JITMM_DTYPE_U8, JITMM_DTYPE_U8, "avx2", "x86_int8_s16_avx2"},
         {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "amx", "x86_bf16_amx"},
-        {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx512_bf16", "x86_bf16_f32_avx512"},
+        // vdpbf16ps where it issues at the FMA rate (AMD), else the converted f32 FMAs.
+        {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx512_bf16",
+         jitmm::hw::cpu_info().bf16_dot_full_rate ? "x86_bf16_dot_avx512" : "x86_bf16_f32_avx512"},
         {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx512_vnni", "x86_bf16_f32_avx512"},
         {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, "avx2", "x86_bf16_f32_avx2"},
         {JITMM_DTYPE_F16, JITMM_DTYPE_F16, "amx", "x86_f16_f32_avx512"},

@@ -108,6 +108,29 @@ TEST_CASE("cpu probe: caches and cores are plausible", "[hw]") {
     if (c.l2_bytes > 0 && c.l3_bytes > 0) CHECK(c.l2_bytes <= c.l3_bytes);
 }
 
+TEST_CASE("cpu probe: the microarchitecture from CPUID where cpuinfo does not name it", "[hw]") {
+    using jitmm::hw::uarch_from_cpuid;
+    auto name = [](const char* n) { return std::string(n != nullptr ? n : "(none)"); };
+    CHECK(name(uarch_from_cpuid("AMD", 25, 0x11, 1)) == "Zen 4");   // Genoa (EPYC 9004)
+    CHECK(name(uarch_from_cpuid("AMD", 25, 0x61, 2)) == "Zen 4");   // Raphael
+    CHECK(name(uarch_from_cpuid("AMD", 25, 0xa0, 1)) == "Zen 4c");  // Bergamo
+    CHECK(name(uarch_from_cpuid("AMD", 25, 0x01, 1)) == "Zen 3");   // Milan
+    CHECK(name(uarch_from_cpuid("AMD", 26, 0x02, 0)) == "Zen 5");
+    CHECK(name(uarch_from_cpuid("Intel", 6, 0x8f, 8)) == "Sapphire Rapids");
+    CHECK(name(uarch_from_cpuid("Intel", 6, 0xcf, 2)) == "Emerald Rapids");
+    CHECK(name(uarch_from_cpuid("Intel", 6, 0x55, 7)) == "Cascade Lake");
+    CHECK(name(uarch_from_cpuid("Intel", 6, 0x55, 11)) == "Cooper Lake");
+    CHECK(name(uarch_from_cpuid("Intel", 6, 0x55, 4)) == "Skylake-SP");
+    CHECK(uarch_from_cpuid("Intel", 6, 0x01, 0) == nullptr);
+    CHECK(uarch_from_cpuid("Hygon", 24, 0x00, 0) == nullptr);
+    const auto& c = jitmm::hw::cpu_info();
+    INFO(jitmm::hw::cpu_report_text(c));
+    CHECK_FALSE(c.uarch.empty());
+    if (c.uarch == "unknown") CHECK(uarch_from_cpuid(c.vendor, c.family, c.model, c.stepping) == nullptr);
+    // vdpbf16ps at the FMA rate is a fact of AMD's cores that have it (the bf16 planner's choice rests on it).
+    CHECK(c.bf16_dot_full_rate == (c.avx512_bf16 && c.vendor == "AMD"));
+}
+
 TEST_CASE("isa names round-trip and unknown names are refused", "[hw]") {
     for (X86Isa tier : kTiers) {
         X86Isa parsed = X86Isa::none;

@@ -23,7 +23,8 @@ bool isa_from_name(const std::string& name, X86Isa* isa);
 
 struct CpuInfo {
     std::string vendor;          // "Intel", "AMD", ... (cpuinfo)
-    std::string uarch;           // cpuinfo's microarchitecture name: a hint only ("unknown" under many VMs)
+    std::string uarch;           // the microarchitecture's name: a hint only, "unknown" where neither source knows
+    std::string uarch_source = "cpuinfo";  // or "CPUID family and model" where cpuinfo said unknown
     std::string brand;           // CPUID brand string
     int family = 0, model = 0, stepping = 0;  // CPUID leaf 1, display values (the uarch when cpuinfo says unknown)
     uint64_t xcr0 = 0;           // the OS-enabled state components (XGETBV 0); 0 without OSXSAVE
@@ -36,10 +37,17 @@ struct CpuInfo {
     bool amx_palette_ok = false; // CPUID leaf 0x1D describes palette 1 with 8 tiles of 16 rows x 64 bytes
     std::string amx_note;        // why AMX is unusable, when it is advertised but refused
     X86Isa best_isa = X86Isa::none;  // the highest tier whose every requirement above holds
+    // vdpbf16ps issues at the f32 FMA rate (twice its flops): bf16 runs on it where AMX is absent, rather than
+    // converted to f32 (AMD Zen 4 and later; see run_probe).
+    bool bf16_dot_full_rate = false;
     // Per-core data caches and the shared last level, in bytes (0 if unknown; callers use defaults).
     int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
     int physical_cores = 1, logical_cores = 1;
 };
+
+// The microarchitecture's name from CPUID's vendor, family, model and stepping (display values), for chips that
+// cpuinfo does not name; nullptr where the table does not know them.
+const char* uarch_from_cpuid(const std::string& vendor, int family, int model, int stepping);
 
 // Probed on first use (thread-safe), never fails: unknown parts read as absent/0.
 const CpuInfo& cpu_info();

@@ -171,6 +171,11 @@ bool amx_whole_call_likely(const Problem& p) {
     return !p.trans_a && tiles <= 64 && p.k <= 128;
 }
 
+// Where vdpbf16ps runs at the FMA rate (no AMX), an odd K up to this, with K x N up to this, of an A stored M x K
+// stays on the converted f32 FMAs (choose_step).
+constexpr int64_t kBf16DotOddFmaMaxK = 7;
+constexpr int64_t kBf16DotOddFmaMaxKN = 256;
+
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
         // Tiny products finish sooner on VNNI than the AMX tile configuration takes: up to 32 x 32 x 32 for a
@@ -324,11 +329,27 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
             return LowpStep::fma_f32;
         if (isa >= hw::X86Isa::amx && !tiny) return LowpStep::amx_bf16;
         if (isa >= hw::X86Isa::amx) return LowpStep::dot_bf16;
-        // vdpbf16ps multiplies two pairs per lane but issues at a quarter of the FMA rate on the chips
-        // measured (Sapphire Rapids class: 107 GFLOP/s against 214 for f32 FMAs, 172 reached by fma_f32 on
-        // converted panels), so the converted path is the default; JITMM_X86_BF16_DOT=1 picks vdpbf16ps.
+        // vdpbf16ps multiplies two pairs per lane; Sapphire Rapids class cores issue it at a quarter of the FMA
+        // rate (107 GFLOP/s against 214 for f32 FMAs, 172 reached by fma_f32 on converted panels), so there the
+        // converted path is the default. AMD's Zen 4 issues it at the FMA rate (hw::CpuInfo::bf16_dot_full_rate:
+        // 233 GFLOP/s against 117), where it is the default: 1 thread, ratio to oneDNN (which runs vdpbf16ps),
+        // fma_f32 -> dot_bf16: 256^3 0.50 -> 1.01, 1024^3 0.50 -> 1.04, 2048x4096x4096 NT 0.50 -> 1.06,
+        // 128x4096x4096 NT 0.40 -> 0.99, 16x4096x4096 NN 0.34 -> 0.87, 64^3 0.50 -> 1.07.
+        // 100 random shapes (seed 1803): geomean time 0.585 of fma_f32's. The FMAs keep a K of 1, where the
+        // pairs are half padding (2007x15x1 NT 3.6 against 8.0 us, 1244x27x1 TN x36 120 against 158, 6x2082x1 NT
+        // 1.8 against 2.3), and an odd K of a few values over few columns of an A stored M x K, whose rows the
+        // pairs split (median us, fma_f32 against dot_bf16: 3216x9x3 NT x4 34.8 / 53.8, 3216x16x3 NT 7.7 /
+        // 12.6, 2000x32x3 8.3 / 10.5, 3216x32x5 NT 17.3 / 19.5, 3216x9x7 NT 13.5 / 15.0; past kBf16DotOddFmaMaxKN
+        // the dot products won: 3216x64x5 NT 33.8 / 31.3, 300x300x3 8.5 / 7.9, and so did A stored K x M:
+        // 3216x9x5 TN 12.5 / 9.3).
+        // JITMM_X86_BF16_DOT=1|0 forces one (measurements).
         const char* dot = std::getenv("JITMM_X86_BF16_DOT");
-        if (isa >= hw::X86Isa::avx512_bf16 && dot != nullptr && dot[0] == '1') return LowpStep::dot_bf16;
+        const bool dot_forced_on = dot != nullptr && dot[0] == '1', dot_forced_off = dot != nullptr && dot[0] == '0';
+        const bool fma_short_k = p.k == 1 || (!p.trans_a && p.k % 2 == 1 && p.k <= kBf16DotOddFmaMaxK &&
+                                               p.k * p.n <= kBf16DotOddFmaMaxKN);
+        if (isa >= hw::X86Isa::avx512_bf16 && !dot_forced_off &&
+            (dot_forced_on || (cpu.bf16_dot_full_rate && !fma_short_k)))
+            return LowpStep::dot_bf16;
     }
     return LowpStep::fma_f32;
 }
