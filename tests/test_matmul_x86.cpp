@@ -435,9 +435,11 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
     // The plan: one tile as tall as M up to 7 rows (AVX-512), the least-waste tile past that.
     jitmm::Problem p;
     p.n = 4096; p.k = 4096; p.trans_b = true; p.lda = 4096; p.ldb = 4096; p.ldc = 4096;
+    jitmm::hw::CpuInfo cpu = jitmm::hw::cpu_info();
+    cpu.few_streams_from_memory = false;  // (as on the Intel cores measured; the other kind below)
     for (int64_t m : {1, 3, 5, 6, 7, 8, 12}) {
         p.m = m;
-        const auto dot = jitmm::plan::plan_x86_gemm_f32_dot(p, jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 1);
+        const auto dot = jitmm::plan::plan_x86_gemm_f32_dot(p, cpu, jitmm::hw::X86Isa::avx512, 1);
         if (m <= 7) CHECK(dot.layout.mr == m);
         else CHECK(dot.layout.mr == 4);
         // One row tile: each iteration prefetches the next column tile's Bt rows at the same K offset where
@@ -446,6 +448,16 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
         const int64_t next_tile = int64_t(dot.layout.nj) * p.ldb * 4;
         CHECK(dot.layout.b_prefetch_bytes == (m <= 7 ? (next_tile <= l2 / 4 ? next_tile : 2048) : 0));
     }
+    // A chip whose prefetchers take few streams: one row reads 8 Bt rows at once, without software prefetches,
+    // where Bt passes L2 (64 MB here); a Bt within L2 keeps the wide tile.
+    cpu.few_streams_from_memory = true;
+    p.m = 1;
+    const auto few = jitmm::plan::plan_x86_gemm_f32_dot(p, cpu, jitmm::hw::X86Isa::avx512, 1);
+    CHECK(few.layout.mr == 1);
+    CHECK(few.layout.nj == 8);
+    CHECK(few.layout.b_prefetch_bytes == 0);
+    p.n = 64; p.k = 256; p.ldb = 256; p.lda = 256; p.ldc = 64;
+    CHECK(jitmm::plan::plan_x86_gemm_f32_dot(p, cpu, jitmm::hw::X86Isa::avx512, 1).layout.nj == 24);
 }
 
 TEST_CASE("x86 f32: small problems with a transposed B in one call over B transposed whole", "[x86][matmul]") {
@@ -2486,21 +2498,27 @@ TEST_CASE("x86 f32 planner: long K blocks over a B in place that fits L2", "[x86
 TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86][matmul]") {
     const auto avx512 = jitmm::hw::X86Isa::avx512;
     auto row = [](int64_t n, int64_t k) { return dot_problem(Case{1, n, k}); };
-    CHECK(jitmm::plan::gemv_serves(row(305, 3602), avx512, 1));
-    CHECK(jitmm::plan::gemv_serves(row(808, 890), avx512, 1));
-    CHECK(jitmm::plan::gemv_serves(row(2845, 153), avx512, 1));
-    CHECK_FALSE(jitmm::plan::gemv_serves(row(305, 3602), jitmm::hw::X86Isa::avx2, 1));
-    CHECK_FALSE(jitmm::plan::gemv_serves(dot_problem(Case{2, 305, 3602}), avx512, 1));
-    CHECK_FALSE(jitmm::plan::gemv_serves(dot_problem(Case{1, 305, 3602, 1, false, true}), avx512, 1));
-    CHECK_FALSE(jitmm::plan::gemv_serves(row(305, 3602), avx512, 2));  // (two threads' worth of B)
-    CHECK(jitmm::plan::gemv_serves(row(256, 64), avx512, 2));           // (one thread's)
-    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 32), avx512, 1));    // a short K
-    CHECK_FALSE(jitmm::plan::gemv_serves(row(64, 3602), avx512, 1));    // few columns
-    CHECK(jitmm::plan::gemv_serves(row(100, 3602), avx512, 1));
-    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 11008), avx512, 1));  // rows 4 KiB apart over a long K
-    CHECK_FALSE(jitmm::plan::gemv_serves(row(4100, 4096), avx512, 1));
-    CHECK(jitmm::plan::gemv_serves(row(4096, 2048), avx512, 1));
-    CHECK(jitmm::plan::gemv_serves(row(4000, 4096), avx512, 1));
+    // (The rules as on an Intel core; a chip whose prefetchers take few streams also takes rows 4 KiB apart.)
+    jitmm::hw::CpuInfo cpu = jitmm::hw::cpu_info();
+    cpu.few_streams_from_memory = false;
+    CHECK(jitmm::plan::gemv_serves(row(305, 3602), cpu, avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(808, 890), cpu, avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(2845, 153), cpu, avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(305, 3602), cpu, jitmm::hw::X86Isa::avx2, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(dot_problem(Case{2, 305, 3602}), cpu, avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(dot_problem(Case{1, 305, 3602, 1, false, true}), cpu, avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(305, 3602), cpu, avx512, 2));  // (two threads' worth of B)
+    CHECK(jitmm::plan::gemv_serves(row(256, 64), cpu, avx512, 2));           // (one thread's)
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 32), cpu, avx512, 1));    // a short K
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(64, 3602), cpu, avx512, 1));    // few columns
+    CHECK(jitmm::plan::gemv_serves(row(100, 3602), cpu, avx512, 1));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 11008), cpu, avx512, 1));  // rows 4 KiB apart over a long K
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4100, 4096), cpu, avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(4096, 2048), cpu, avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(4000, 4096), cpu, avx512, 1));
+    cpu.few_streams_from_memory = true;
+    CHECK(jitmm::plan::gemv_serves(row(4096, 11008), cpu, avx512, 1));
+    CHECK(jitmm::plan::gemv_serves(row(4100, 4096), cpu, avx512, 1));
     std::mt19937 rng(3602);
     for (const Tier& tier : runnable_tiers()) {
         if (tier.isa < avx512) continue;

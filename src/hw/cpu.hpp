@@ -40,6 +40,10 @@ struct CpuInfo {
     // vdpbf16ps issues at the f32 FMA rate (twice its flops): bf16 runs on it where AMX is absent, rather than
     // converted to f32 (AMD Zen 4 and later; see run_probe).
     bool bf16_dot_full_rate = false;
+    // The hardware prefetchers stream a few rows from memory best left alone: about 8 row streams at once, no
+    // software prefetches among them, and rows a multiple of 4 KiB apart no worse than others (AMD Zen 4; the
+    // Intel cores measured gained from software prefetches and 24 streams; see run_probe).
+    bool few_streams_from_memory = false;
     // Per-core data caches and the shared last level, in bytes (0 if unknown; callers use defaults).
     int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
     int physical_cores = 1, logical_cores = 1;

@@ -37,6 +37,8 @@ struct DotTile {
 // rows no tall tile fits the registers, and the 7x3 or 6x4 halves measured even or slower (16x4096x4096).
 constexpr DotTile kAvx512DotTiles[] = {{1, 24}, {2, 12}, {3, 8}, {4, 6}, {5, 5, true}, {6, 4, true}, {7, 3, true}};
 constexpr DotTile kAvx2DotTiles[] = {{1, 10}, {2, 5}, {3, 3}};
+// Bt rows one row reads at once from memory where the prefetchers take few streams (plan_x86_gemm_f32_dot).
+constexpr int kFewStreamsRows = 8;
 
 }  // namespace
 
@@ -235,6 +237,18 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
         }
     }
     if (best.mr == 0) best = DotTile{1, 1};
+    // One row over a Bt streamed from memory, on a chip whose prefetchers take few streams: kFewStreamsRows rows
+    // at once, where 24 outran them (hw::CpuInfo::few_streams_from_memory; Zen 4, 1 thread, median us without
+    // software prefetches, 1x24 -> 1x8: 1x4096x4096 NT 3280 -> 2520, 1x11008x4096 8800 -> 7800, 1x4096x11008
+    // 9350 -> 6900; 1x12 2680 / 7900 / 6900, 1x6 2580 / 7250 / 6700).
+    // (Few threads: measured on one; many stream at the memory's rate anyway, like the prefetches below.)
+    const double bt_bytes = 4.0 * double(p.n) * double(p.k);
+    const double b_bytes = 4.0 * double(p.batch) * double(p.n) * double(p.k);
+    const double work = std::max(p.flops() / 1.0e6, b_bytes / (256.0 * 1024));
+    const int threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
+    const bool few_streams = cpu.few_streams_from_memory && bt_bytes > double(l2_bytes) && best.mr == 1 &&
+                             threads <= kDotPrefetchMaxThreads;
+    if (few_streams) best.nj = std::min(best.nj, kFewStreamsRows);
     // JITMM_X86_DOT_TILE=MRxNJ (tuning knob): force the tile where it fits the registers (and keep it as is).
     const char* forced_tile = std::getenv("JITMM_X86_DOT_TILE");
     if (forced_tile != nullptr) {
@@ -247,9 +261,6 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     // tile of the same rows can even that out (1x1000x2048 NT on 16 threads: 42 tiles of 24 columns give some
     // threads 72 columns against an average of 63; tiles of 21 give 63), and where B streams from memory its
     // extra A reloads cost nothing. Widths down to half the chosen one; ties keep the wider tile.
-    const double b_bytes = 4.0 * double(p.batch) * double(p.n) * double(p.k);
-    const double work = std::max(p.flops() / 1.0e6, b_bytes / (256.0 * 1024));
-    const int threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
     if (threads > 1 && p.batch == 1 && forced_tile == nullptr && p.m <= 16)  // (many rows: row chunks)
         best.nj = balanced_tile_width(p.n, best.nj, threads);
     L.mr = best.mr;
@@ -273,14 +284,16 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     // only cost load slots (7x4096x4096 NT: 7.3 -> 9.1 ms with them).
     // A next tile past a quarter of L2 is too far ahead (its lines are evicted before they are read: 1x4096x14336,
     // 1.4 MB ahead, 0.98 -> 0.66): long rows take a fixed distance along the row instead.
-    const double bt_bytes = 4.0 * double(p.n) * double(p.k);
     const int64_t next_tile_bytes = int64_t(L.nj) * b_row_stride * 4;
     const int64_t distance = next_tile_bytes <= l2_bytes / 4 ? next_tile_bytes : kDotPrefetchAlongRowBytes;
     // Few threads only: many cores together stream Bt at the memory's rate, where the prefetches only take load
     // slots and fill buffers (16 threads on the GPU machine's host, median us of 6 alternated rounds, next tile /
     // 2 KiB ahead / none: 1x4096x4096 NT 424 / 436 / 381, 1x768x768 17.4 / 17.5 / 14.6, 1x3072x768 46 / 43 / 54).
+    // Nor where the hardware prefetchers take the few streams alone (few_streams: 1x4096x4096 NT 6050 us with
+    // them, 3280 without).
     L.b_prefetch_bytes =
-        bt_bytes > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads ? distance : 0;
+        bt_bytes > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads && !few_streams ? distance
+                                                                                                          : 0;
     if (const char* v = std::getenv("JITMM_X86_DOT_PF")) L.b_prefetch_bytes = std::max<int64_t>(0, std::atoll(v));
     // The prefetch addresses are 32-bit displacements from the tile's first Bt row.
     if (int64_t(L.nj) * b_row_stride * 4 + L.b_prefetch_bytes + p.k * 4 >= (int64_t(1) << 31)) L.b_prefetch_bytes = 0;

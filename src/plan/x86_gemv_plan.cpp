@@ -47,18 +47,22 @@ constexpr int64_t kGemvLongK = 2048;
 // page offset, then lost to the broadcast tiles' 32 rows in flight (1 thread, median us of 4 alternated rounds,
 // broadcast tiles -> one-row kernel: 1x4096x11008 9508 -> 10459, 1x4100x4096 3766 -> 3891, 1x4096x4096 3957 ->
 // 3970, 1x2048x8192 3848 -> 3826), where a shorter K gained (1x4096x2048 2022 -> 1964, 1x4096x1024 1037 -> 977)
-// and so did other strides (1x4000x4096 4364 -> 3832, 1x4090x4096 4233 -> 3926).
+// and so did other strides (1x4000x4096 4364 -> 3832, 1x4090x4096 4233 -> 3926). Not on a chip whose prefetchers
+// take few streams (hw::CpuInfo::few_streams_from_memory): Zen 4, 1 thread, median us, broadcast tiles -> one-row
+// kernel: 1x4096x4096 6200 -> 2820, 1x4096x11008 14700 -> 7740 (oneDNN 3090, 9330).
 constexpr int64_t kGemvAlignedRowsMaxK = 4096;
 constexpr int64_t kGemvNear4KiBRowBytes = 256;
 
-bool gemv_serves(const Problem& p, hw::X86Isa isa, int num_threads) {
+bool gemv_serves(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     if (isa < hw::X86Isa::avx512 || p.m != 1 || p.trans_b || p.quantized() || p.k < 1) return false;
     const int64_t a_step = p.trans_a ? p.lda * 4 : 4;
     if ((p.k + 64) * p.ldb * 4 + 1024 >= (int64_t(1) << 31) || p.k * a_step >= (int64_t(1) << 31)) return false;
     if (const char* v = std::getenv("JITMM_X86_GEMV")) return std::atoi(v) != 0;  // 0: never, 1: always
     if (gemv_threads(p, num_threads) > 1) return false;
     const int64_t row_off_4k = (p.ldb * 4) % 4096;
-    if (std::min(row_off_4k, 4096 - row_off_4k) < kGemvNear4KiBRowBytes && p.k >= kGemvAlignedRowsMaxK) return false;
+    if (std::min(row_off_4k, 4096 - row_off_4k) < kGemvNear4KiBRowBytes && p.k >= kGemvAlignedRowsMaxK &&
+        !cpu.few_streams_from_memory)
+        return false;
     return (p.n >= kGemvMinN && p.k >= kGemvMinK) || (p.n >= kGemvMinNLongK && p.k >= kGemvLongK);
 }
 

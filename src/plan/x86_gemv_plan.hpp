@@ -22,7 +22,7 @@ struct X86GemvPlan {
 
 // Whether the one-row family serves p (AVX-512, f32, M = 1, B stored K x N, work for one thread; see the
 // definition for the sizes).
-bool gemv_serves(const Problem& p, hw::X86Isa isa, int num_threads);
+bool gemv_serves(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 
 X86GemvPlan plan_x86_gemm_f32_gemv(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 

@@ -388,7 +388,7 @@ public:
         if (c_transposable && plan::serves_with_c_transposed(p, hw::cpu_info(), isa_, runner_->num_threads()))
             return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
                                                      isa_ >= hw::X86Isa::avx512, runner_);
-        if (plan::gemv_serves(p, isa_, runner_->num_threads()))
+        if (plan::gemv_serves(p, hw::cpu_info(), isa_, runner_->num_threads()))
             return std::make_unique<X86Plan<GemvF32Family>>(
                 p, plan::plan_x86_gemm_f32_gemv(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
         // Few rows over many columns of a transposed B and a short K: C^T = B A^T, many rows over few columns,
