@@ -21,6 +21,7 @@ struct TileShape {
 // kEpilogueTemps scratch registers free (plus the column mask register on AVX2); the one-row tiles read B from
 // memory (b_from_memory), 1 x 14 being the one-row shapes' (choose_tile).
 constexpr TileShape kAvx512Tiles[] = {{6, 4}, {8, 3}, {4, 6}, {14, 2}, {28, 1}, {12, 2}, {2, 8}, {1, 28}, {1, 14}};
+constexpr TileShape kFewStreamsOneVectorTile = {12, 1};  // in place of 28 x 1 (choose_tile)
 constexpr TileShape kAvx2Tiles[] = {{6, 2}, {3, 3}, {2, 4}, {1, 4}, {12, 1}};
 constexpr TileShape kOneRowTile = {1, 14};
 
@@ -244,7 +245,7 @@ bool fused_packing_fits(const Problem& p, const X86GemmPlan& plan, int64_t l2) {
 }
 
 TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, bool l2_lines, int64_t l2,
-                      int num_threads) {
+                      int num_threads, bool few_streams) {
     const int vlen = avx512 ? 16 : 8;
     TileShape best{0, 0};
     double best_cost = 0, best_one_row = 0;
@@ -301,7 +302,13 @@ TileShape choose_tile(const Problem& p, bool avx512, int64_t lda_bytes_per_row, 
             best_passes = passes;
         }
     };
-    if (avx512) for (auto t : kAvx512Tiles) consider(t);
+    // A chip whose prefetchers take few streams (hw::CpuInfo::few_streams_from_memory) runs the one-vector tile
+    // at 12 rows: 28 rows of A read at once outran them (Zen 4, 1 thread, median us, 28 x 1 -> 12 x 1 (8 x 1):
+    // 716x14x934 x2 1169 -> 641 (671), 1576x16x171 394 -> 211 (201), 1098x7x2155 NT 1607 -> 983 (1021),
+    // 1352x11x1272 NT x17 21700 -> 13360, 156x14x1350 77 -> 80, 34x11x456 NT x57 820 -> 636; oneDNN 480, 190,
+    // 870, 11900, 58, 620).
+    if (avx512)
+        for (auto t : kAvx512Tiles) consider(few_streams && t.mr == 28 && t.nv == 1 ? kFewStreamsOneVectorTile : t);
     else for (auto t : kAvx2Tiles) consider(t);
     if (aliasing) consider(TileShape{kMaxAliasedRows, 1});  // no more rows than the sets hold
     if (best.mr == 0) best = TileShape{1, avx512 ? 8 : 4};  // one row per tile always fits
@@ -369,7 +376,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t l1 = cpu.l1d_bytes > 0 ? cpu.l1d_bytes : 32 * 1024;
     const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
     const bool l2_lines = b_streams_from_l2(p, l1, l2);
-    TileShape tile = choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4, l2_lines, l2, num_threads);
+    TileShape tile =
+        choose_tile(p, avx512, p.trans_a ? 4 : p.lda * 4, l2_lines, l2, num_threads, cpu.few_streams_from_memory);
     // JITMM_X86_TILE=RxV forces the register tile (rows x vectors): a tuning knob, not for production.
     if (const char* forced = std::getenv("JITMM_X86_TILE")) {
         int r = 0, v = 0;
