@@ -39,6 +39,12 @@ int gemv_threads(const Problem& p, int num_threads) {
 // store C once, where here the partial sums make a round trip through L1 per row group (1x4096x16 1.57 -> 1.81,
 // 1x4096x32 3.20 -> 3.63, 1x256x32 0.14 -> 0.15). One thread only: the columns split over threads were not
 // measured against the broadcast tiles' K split (JITMM_X86_GEMV=1 forces the kernel there).
+// On a chip whose prefetchers take few streams (hw::CpuInfo::few_streams_from_memory) the columns split over a
+// few threads beat the broadcast tiles (Zen 4, 2 threads, median us of 2 rounds, broadcast tiles -> one-row
+// kernel: 1x4096x4096 2290-2700 -> 1190-1800, 1x11008x4096 7710-8480 -> 5590-5840, 1x4096x11008 7710-8110 ->
+// 5780-5830, 1x2048x2048 590-720 -> 430-450, 1x808x890 125-138 -> 98-100; ratio to oneDNN 0.69-0.95 -> 1.00-1.51).
+// Up to kGemvFewStreamsMaxThreads (measured at 2; the dot family's few-thread rules stop at 4 too).
+constexpr int kGemvFewStreamsMaxThreads = 4;
 constexpr int64_t kGemvMinN = 192;
 constexpr int64_t kGemvMinK = 64;
 constexpr int64_t kGemvMinNLongK = 96;
@@ -58,7 +64,8 @@ bool gemv_serves(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int n
     const int64_t a_step = p.trans_a ? p.lda * 4 : 4;
     if ((p.k + 64) * p.ldb * 4 + 1024 >= (int64_t(1) << 31) || p.k * a_step >= (int64_t(1) << 31)) return false;
     if (const char* v = std::getenv("JITMM_X86_GEMV")) return std::atoi(v) != 0;  // 0: never, 1: always
-    if (gemv_threads(p, num_threads) > 1) return false;
+    const int threads = gemv_threads(p, num_threads);
+    if (threads > 1 && !(cpu.few_streams_from_memory && threads <= kGemvFewStreamsMaxThreads)) return false;
     const int64_t row_off_4k = (p.ldb * 4) % 4096;
     if (std::min(row_off_4k, 4096 - row_off_4k) < kGemvNear4KiBRowBytes && p.k >= kGemvAlignedRowsMaxK &&
         !cpu.few_streams_from_memory)
