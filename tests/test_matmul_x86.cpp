@@ -1743,6 +1743,24 @@ TEST_CASE("x86 f32: one row over a few vectors of columns on the one-row tile", 
     }
 }
 
+// A core that issues one zmm FMA per cycle (Zen 4) spends twice as long on the same flops: a second thread pays
+// from half the work, and a call that threads share is no single call; at two per cycle 64^3 stays one call.
+TEST_CASE("x86 f32 planner: threads from the core's zmm FMA rate", "[x86][plan]") {
+    jitmm::hw::CpuInfo cpu = jitmm::hw::cpu_info();
+    const jitmm::Problem p = dot_problem(Case{64, 64, 64});
+    cpu.zmm_fma_per_cycle = 2;
+    const auto two = jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 2);
+    CHECK(two.threads == 1);
+    CHECK(two.single_call);
+    cpu.zmm_fma_per_cycle = 1;
+    const auto one = jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 2);
+    CHECK(one.threads == 2);
+    CHECK_FALSE(one.single_call);
+    // (One thread: the single call either way; the avx2 tier's ymm FMAs are not halved.)
+    CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1).single_call);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx2, 2).threads == 1);
+}
+
 TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][plan]") {
     jitmm::hw::CpuInfo cpu;
     cpu.l1d_bytes = 48 * 1024;

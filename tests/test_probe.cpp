@@ -129,6 +129,7 @@ TEST_CASE("cpu probe: the microarchitecture from CPUID where cpuinfo does not na
     if (c.uarch == "unknown") CHECK(uarch_from_cpuid(c.vendor, c.family, c.model, c.stepping) == nullptr);
     // vdpbf16ps at the FMA rate is a fact of AMD's cores that have it (the bf16 planner's choice rests on it).
     CHECK(c.bf16_dot_full_rate == (c.avx512_bf16 && c.vendor == "AMD"));
+    CHECK(c.zmm_fma_per_cycle == (c.vendor == "AMD" && c.family == 25 ? 1 : 2));
 }
 
 TEST_CASE("isa names round-trip and unknown names are refused", "[hw]") {

@@ -319,6 +319,8 @@ CpuInfo run_probe() {
     // (oneDNN 2950); B stored K x N on 8 streams with rows 16 KiB apart 2820, where the broadcast tiles took
     // 6200. The Intel cores measured ran the prefetched 24 rows at 1.08x oneDNN and lost 3-10% on 4 KiB rows.
     info.few_streams_from_memory = info.vendor == "AMD";
+    // Zen 4 (family 0x19) splits a zmm FMA into two 256-bit halves; Zen 5 (0x1a) has 512-bit FMA units.
+    if (info.vendor == "AMD" && info.family == 0x19) info.zmm_fma_per_cycle = 1;
     info.best_isa = best_tier(info);
     const bool amx_usable = info.amx_tile && info.amx_bf16 && info.amx_int8 && info.amx_permitted &&
                             info.amx_palette_ok;
@@ -433,6 +435,7 @@ std::string cpu_report_text(const CpuInfo& c) {
       << (c.amx_palette_ok ? "ok (8 tiles of 16 rows x 64 bytes)" : "not usable") << "\n";
     if (!c.amx_note.empty()) s << "  amx note        " << c.amx_note << "\n";
     s << "  best tier       " << isa_name(c.best_isa) << "\n";
+    if (c.avx512f) s << "  zmm FMAs        " << c.zmm_fma_per_cycle << " per cycle\n";
     s << "  row streams     " << (c.few_streams_from_memory ? "8 at once, hardware prefetch only"
                                                                : "24 at once, software prefetches ahead") << "\n";
     if (c.avx512_bf16)
@@ -463,7 +466,8 @@ std::string cpu_report_json(const CpuInfo& c) {
       << ", \"physical_cores\": " << c.physical_cores << ", \"logical_cores\": " << c.logical_cores
       << ", \"uarch_source\": " << json_string(c.uarch_source)
       << ", \"bf16_dot_full_rate\": " << b(c.bf16_dot_full_rate)
-      << ", \"few_streams_from_memory\": " << b(c.few_streams_from_memory) << "}";
+      << ", \"few_streams_from_memory\": " << b(c.few_streams_from_memory)
+      << ", \"zmm_fma_per_cycle\": " << c.zmm_fma_per_cycle << "}";
     return s.str();
 }
 

@@ -44,6 +44,9 @@ struct CpuInfo {
     // software prefetches among them, and rows a multiple of 4 KiB apart no worse than others (AMD Zen 4; the
     // Intel cores measured gained from software prefetches and 24 streams; see run_probe).
     bool few_streams_from_memory = false;
+    // zmm FMAs issued per cycle: 2 on the Intel server cores measured, 1 on AMD's Zen 4 (two 256-bit halves each:
+    // 117 GFLOP/s on one core, the same as its ymm FMAs). The planners' flops thresholds assume 2.
+    int zmm_fma_per_cycle = 2;
     // Per-core data caches and the shared last level, in bytes (0 if unknown; callers use defaults).
     int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
     int physical_cores = 1, logical_cores = 1;

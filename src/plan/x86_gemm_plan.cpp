@@ -345,9 +345,13 @@ void set_b_block_prefetch(const Problem& p, X86GemmPlan& plan, int64_t m_tiles) 
 
 // Threads the call's work feeds (at most num_threads): enough work for each, in flops or, for the shapes that
 // stream more than they compute, bytes of A and B.
-int work_threads(const Problem& p, int num_threads) {
+// The flops are counted at two zmm FMAs per cycle (the Intel cores measured): a core that issues fewer spends
+// longer on the same flops, so a second thread pays from fewer (hw::CpuInfo::zmm_fma_per_cycle; Zen 4, 2
+// threads, median us, one thread -> two: 64^3 4.56 -> 2.8-4.0, 128x64x32 4.65 -> 2.7, 72^3 5.0 -> 4.3).
+int work_threads(const Problem& p, int num_threads, const hw::CpuInfo& cpu, bool avx512) {
     const double ab_bytes = 4.0 * double(p.batch) * (double(p.m) * double(p.k) + double(p.k) * double(p.n));
-    const double work = std::max(p.flops() / kMinFlopsPerExtraThread, ab_bytes / kMinBytesPerThread);
+    const double fma_rate = avx512 ? std::clamp(cpu.zmm_fma_per_cycle, 1, 2) / 2.0 : 1.0;
+    const double work = std::max(p.flops() / (kMinFlopsPerExtraThread * fma_rate), ab_bytes / kMinBytesPerThread);
     return static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
 }
 
@@ -407,7 +411,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t m_tiles = ceil_div(p.m, L.mr);
     const int64_t n_tiles = ceil_div(p.n, nr);
     // Threads: no more than the work feeds (the partition, below, shares the tiles out among them).
-    const int threads = work_threads(p, num_threads);
+    const int threads = work_threads(p, num_threads, cpu, avx512);
     // Packing pays when the packed operand is reused: A across the B panels, B across the A row tiles. A
     // small A (a quarter of L2), whose tile rows do not crowd the L1 sets (at most kMaxInPlaceAliasedRows of
     // them 4 KiB apart), is read in place: it is in cache after the first panel and a copy would only cost
@@ -607,8 +611,9 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // dot and driver kernels it replaces.
     const double flops_per_batch = p.flops() / double(p.batch);
     const bool b_fits_single_call = !plan.pack_b || (p.trans_b && m_tiles * n_tiles <= kMaxTransposedSingleCallTiles);
+    // (One batch that threads share never is: at two zmm FMAs per cycle none is past the flops above.)
     plan.single_call = !plan.pack_a && b_fits_single_call && p.k <= plan.kc && m_tiles * n_tiles <= 32 &&
-                       flops_per_batch <= kMinFlopsPerThread;
+                       flops_per_batch <= kMinFlopsPerThread && (threads == 1 || p.batch > 1);
     if (plan.single_call && plan.pack_b) {
         // One block: the panels of all of N (no next block to prefetch).
         plan.nc = round_up(p.n, nr);
