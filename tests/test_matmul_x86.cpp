@@ -880,12 +880,13 @@ TEST_CASE("x86 f32: every register tile, with and without prefetches", "[x86][ma
     std::mt19937 rng(31);
     struct Knobs { const char* tile; const char* pf; const char* cpf; };
     const Knobs avx512_knobs[] = {{"14x2", "0", "0"}, {"12x2", "8", "1"}, {"8x3", "16", "0"}, {"6x4", "4", "1"},
-                                  {"28x1", "0", "1"}, {"2x8", "8", "0"}, {"1x28", "3", "1"}, {"4x6", "0", "0"}};
+                                  {"28x1", "0", "1"}, {"2x8", "8", "0"}, {"1x28", "3", "1"}, {"4x6", "0", "0"},
+                                  {"12x1", "8", "0"}};  // (12 x 1: where the prefetchers take few streams)
     const Knobs avx2_knobs[] = {{"6x2", "8", "1"}, {"3x3", "0", "0"}, {"2x4", "16", "1"}, {"12x1", "5", "0"}};
     for (const Tier& tier : runnable_tiers()) {
         const bool avx512 = tier.isa >= jitmm::hw::X86Isa::avx512;
         const Knobs* knobs = avx512 ? avx512_knobs : avx2_knobs;
-        const int count = avx512 ? 8 : 4;
+        const int count = avx512 ? 9 : 4;
         for (int ki = 0; ki < count; ++ki) {
             INFO("tier " << tier.name << " tile " << knobs[ki].tile << " pf " << knobs[ki].pf << " cpf " << knobs[ki].cpf);
             setenv("JITMM_X86_TILE", knobs[ki].tile, 1);
