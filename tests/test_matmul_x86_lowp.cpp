@@ -3,6 +3,7 @@
 // f16 inputs within DESIGN.md's bounds, at every ISA tier this machine can be capped to, over odd shapes, all
 // four layouts, ld > width, batches and thread counts. Outputs are poisoned before every run; padding between
 // rows must stay intact. AMX tile state must be released on every thread that ran tiles.
+#include "env_guard.hpp"
 #include "hw/cpu.hpp"
 #include "x86/gemm_amx_whole_generator.hpp"
 #include "x86/pack_lowp.hpp"
@@ -1080,17 +1081,6 @@ TEST_CASE("x86 lowp AMX: swapped calls prefetching the next row tile's rows of B
     check_case(e.e, c, rng);
 }
 
-namespace {
-
-// Sets an environment variable for a scope (the planner reads its knobs at every kernel creation).
-struct EnvGuard {
-    const char* name;
-    EnvGuard(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-    ~EnvGuard() { unsetenv(name); }
-};
-
-}  // namespace
-
 TEST_CASE("x86 lowp AMX: tails of 16 rows or columns share the full tile's configuration, others switch",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
@@ -1764,6 +1754,45 @@ TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86
     d.a_type = d.b_type = JITMM_DTYPE_BF16;
     CHECK(generator_of(e.e, d) == "x86_bf16_dot_avx512");
     unsetenv("JITMM_X86_BF16_DOT");
+}
+
+// One-vector register tiles (12 x 1 where the prefetchers take few streams, 28 x 1 elsewhere; forced here) read A
+// by embedded broadcasts on the vdpbf16ps and converted-FMA steps: bf16 on both steps, f16 on the FMAs, odd
+// shapes, every layout, ld pads with NaN and Inf in them, epilogues, beta, bf16 and f32 C, 1 and 2 threads.
+TEST_CASE("x86 lowp: one-vector tiles on the vdpbf16ps and converted-FMA steps", "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_bf16) {
+        WARN("SKIPPED: no AVX512-BF16 on this CPU");
+        return;
+    }
+    std::mt19937 rng(1210);
+    const char* tiles[] = {"12x1", "28x1"};
+    const char* dots[] = {"1", "0"};
+    int it = 0;
+    for (const char* tile : tiles) {
+        const EnvGuard forced_tile("JITMM_X86_LOWP_TILE", tile);
+        for (const char* dot : dots) {
+            const EnvGuard step("JITMM_X86_BF16_DOT", dot);
+            EngineGuard e{make_engine("avx512_bf16", 1 + it % 2)};
+            for (int s = 0; s < 4; ++s, ++it) {
+                Case c;
+                c.a = c.b = (s == 3 && dot[0] == '0') ? JITMM_DTYPE_F16 : JITMM_DTYPE_BF16;
+                c.c = s == 1 ? JITMM_DTYPE_BF16 : JITMM_DTYPE_F32;
+                c.m = kOdd[(it * 3) % 8] + 29;
+                c.n = kOdd[(it + 1) % 8] % 16 + 1;  // one vector of columns
+                c.k = kOdd[(it * 5 + 2) % 8] + (s == 2 ? 300 : 0);
+                c.ta = s & 1;
+                c.tb = (s >> 1) & 1;
+                c.lda_pad = it % 3;
+                c.ldb_pad = it % 2;
+                c.ldc_pad = it % 4 == 1 ? 5 : 0;
+                c.poison_pads = true;
+                c.beta = s == 2 ? 0.5f : 0.0f;
+                c.epilogue = static_cast<jitmm_epilogue>((it * 3) % JITMM_EPILOGUE_COUNT);
+                INFO("tile " << tile << " vdpbf16ps " << dot << " " << describe(c));
+                check_case(e.e, c, rng);
+            }
+        }
+    }
 }
 
 // The AMX tier runs one row times a B stored K x N over a K of 32-256 on vdpbf16ps (the normal order, B packed in

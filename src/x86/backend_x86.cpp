@@ -296,8 +296,9 @@ struct LowpFamily {
     // leaves the tile configuration to stubs (a call per batch under one configuration); 22: but for a single
     // call (its sixth argument); 23: and no longer serves over three or four steps past 160 products (the kernel
     // refuses an artifact whose whole-call choice differs from amx_whole_call_fits); 24: and visits row tile by
-    // row tile over a C of 32 KB; 25: and serves up to 128 C tiles
-    static constexpr int kVersion = 25;
+    // row tile over a C of 32 KB; 25: and serves up to 128 C tiles; 26: one-vector tiles of the vdpbf16ps and
+    // f32 FMA steps take A by embedded broadcasts
+    static constexpr int kVersion = 26;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {

@@ -211,6 +211,18 @@ private:
                 continue;
             }
             const int64_t offset = i * L_.a_row_bytes + u * 4;
+            // One vector per row: the A dword as the product's embedded broadcast ({1to16}), one instruction where
+            // a broadcast and a product were two (Zen 4 issues a zmm broadcast on a vector pipe: one per product
+            // held bf16 4096x16x4096 on 12 x 1 to 58% of vdpbf16ps' rate). vpdpbusd takes only its s8 operand
+            // (B) from memory, so VNNI keeps the broadcast.
+            const bool embedded = zmm_ && nvec_ == 1 && offset <= INT32_MAX &&
+                                  (L_.step == LowpStep::dot_bf16 || L_.step == LowpStep::fma_f32);
+            if (embedded) {
+                const auto src = ptr_b[rdi + static_cast<int32_t>(offset)];
+                if (L_.step == LowpStep::dot_bf16) vdpbf16ps(acc(i, 0), bvec(0), src);
+                else vfmadd231ps(acc(i, 0), bvec(0), src);
+                continue;
+            }
             if (zmm_ && offset <= INT32_MAX) {
                 if (L_.step == LowpStep::fma_f32) broadcast_zmm(*this, bcast_, rdi, static_cast<int32_t>(offset));
                 else broadcast_dword_zmm(*this, bcast_, rdi, static_cast<int32_t>(offset));
