@@ -1263,4 +1263,22 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.f16_k_pairs) w.i64('k', 1);
 }
 
+// bf16 with an A stored M x K over at most kBf16CtMaxColumns columns, below AMX: the broadcast tiles spend a
+// vector of columns and an A broadcast per row on each k pair; computed as C^T, the few columns are the dot
+// products' few rows and A's rows their B rows, read in place (1 thread, Zen 4, median us of 2 alternated runs,
+// tiles -> C^T: 404x3x1661 NT 225 -> 86, 320x2x2277 x59 15200 -> 5070, 20x4x699 NT x10 32 -> 6.5, 17x5x300 x8
+// 9.3 -> 4.5, 3000x4x64 27 -> 16, 64x7x4096 x2 129 -> 101, 681x6x37 NT 6.5 -> 5.7, 100x2x32 NT 0.56 -> 0.33).
+// Not 8 columns (1000x8x100 13.9 -> 14.9, 2000x8x700 NT 336 -> 372; 4096x8x4096 NT gained, 3510 -> 2880).
+constexpr int64_t kBf16CtMaxColumns = 7;
+constexpr int64_t kBf16CtMinK = 32;
+
+bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
+    if (const char* v = std::getenv("JITMM_X86_LOWP_CT")) {
+        if (v[0] == '0') return false;
+    }
+    return isa >= hw::X86Isa::avx512_bf16 && isa < hw::X86Isa::amx && p.a_type == JITMM_DTYPE_BF16 &&
+           p.b_type == JITMM_DTYPE_BF16 && p.c_type == JITMM_DTYPE_F32 && !p.trans_a && p.n > 1 &&
+           p.n <= kBf16CtMaxColumns && p.m > p.n && p.k >= kBf16CtMinK && !p.quantized() && p.a_zero_point == 0;
+}
+
 }  // namespace jitmm::plan
