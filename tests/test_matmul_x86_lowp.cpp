@@ -1795,46 +1795,64 @@ TEST_CASE("x86 lowp: one-vector tiles on the vdpbf16ps and converted-FMA steps",
     }
 }
 
-// bf16 over 2-7 columns of f32 C below AMX runs as C^T (few rows of the swapped problem on the dot products, then
-// transposed into C): both B layouts, batches (shared B too), beta (C transposed in first), bias per row and per
-// column, epilogues, ldc > N, 1 and 2 threads; its generator is the dot family's, C transposed.
-TEST_CASE("x86 lowp bf16: few columns computed as C transposed below AMX", "[x86][lowp]") {
-    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_bf16) {
-        WARN("SKIPPED: no AVX512-BF16 on this CPU");
-        return;
-    }
+// bf16 over 2-7 columns of f32 C, and s8 x s8 over 2-8 columns of s32 or f32 C, below AMX run as C^T (few rows of
+// the swapped problem on the dot products, then transposed into C): both B layouts, batches (shared B too), beta
+// (C transposed in first), bias per row and per column, epilogues, ldc > N, 1 and 2 threads; the generator is the
+// dot products', C transposed, and one column more keeps the tiles.
+TEST_CASE("x86 lowp: few columns computed as C transposed below AMX", "[x86][lowp]") {
+    struct Types {
+        const char* tier;
+        X86Isa isa;
+        jitmm_dtype ab, c;
+        const char* generator;
+        int64_t max_columns;
+    };
+    const Types sets[] = {
+        {"avx512_bf16", X86Isa::avx512_bf16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, "x86_bf16_dot_avx512_ct", 7},
+        {"avx512_vnni", X86Isa::avx512_vnni, JITMM_DTYPE_S8, JITMM_DTYPE_S32, "x86_int8_vnni_avx512_ct", 8},
+        {"avx512_vnni", X86Isa::avx512_vnni, JITMM_DTYPE_S8, JITMM_DTYPE_F32, "x86_int8_vnni_avx512_ct", 8},
+    };
     std::mt19937 rng(1211);
-    for (int threads : {1, 2}) {
-        EngineGuard e{make_engine("avx512_bf16", threads)};
-        for (int it = 0; it < 10; ++it) {
-            Case c;
-            c.a = c.b = JITMM_DTYPE_BF16;
-            c.c = JITMM_DTYPE_F32;
-            c.m = it % 2 ? 404 : 37 + it;
-            c.n = 2 + it % 6;
-            c.k = it % 3 == 0 ? 1661 : 33 + 17 * it;
-            c.tb = it % 2;
-            c.batch = it % 4 == 3 ? 3 : 1;
-            c.share_b = it == 7;
-            c.lda_pad = it % 3;
-            c.ldb_pad = it % 2;
-            c.ldc_pad = it % 5 == 1 ? 3 : 0;
-            c.poison_pads = true;
-            c.alpha = it % 4 == 2 ? -0.5f : 1.0f;
-            c.beta = it % 3 == 1 ? 0.5f : 0.0f;
-            c.epilogue = static_cast<jitmm_epilogue>((it * 7) % JITMM_EPILOGUE_COUNT);
-            c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
-            INFO("threads " << threads << " " << describe(c));
-            check_case(e.e, c, rng);
+    for (const Types& t : sets) {
+        if (jitmm::hw::cpu_info().best_isa < t.isa) {
+            WARN("SKIPPED: tier " << t.tier << " not available on this CPU");
+            continue;
         }
-        jitmm_matmul_desc d;
-        jitmm_matmul_desc_init(&d);
-        d.m = 404; d.n = 3; d.k = 1661; d.trans_b = 1;
-        d.a_type = d.b_type = JITMM_DTYPE_BF16;
-        d.lda = 1661; d.ldb = 1661; d.ldc = 3;
-        CHECK(generator_of(e.e, d) == "x86_bf16_dot_avx512_ct");
-        d.n = 8; d.ldc = 8;
-        CHECK(generator_of(e.e, d) != "x86_bf16_dot_avx512_ct");  // (8 columns keep the tiles)
+        for (int threads : {1, 2}) {
+            EngineGuard e{make_engine(t.tier, threads)};
+            for (int it = 0; it < 10; ++it) {
+                Case c;
+                c.a = c.b = t.ab;
+                c.c = t.c;
+                c.m = it % 2 ? 404 : 37 + it;
+                c.n = 2 + it % (t.max_columns - 1);
+                c.k = it % 3 == 0 ? 1661 : 33 + 17 * it;
+                c.tb = it % 2;
+                c.batch = it % 4 == 3 ? 3 : 1;
+                c.share_b = it == 7;
+                c.lda_pad = it % 3;
+                c.ldb_pad = it % 2;
+                c.ldc_pad = it % 5 == 1 ? 3 : 0;
+                c.poison_pads = t.ab == JITMM_DTYPE_BF16;
+                c.alpha = it % 4 == 2 && t.c == JITMM_DTYPE_F32 ? -0.5f : 1.0f;
+                c.beta = it % 3 == 1 ? (t.c == JITMM_DTYPE_F32 ? 0.5f : 1.0f) : 0.0f;
+                if (t.c == JITMM_DTYPE_F32) {
+                    c.epilogue = static_cast<jitmm_epilogue>((it * 7) % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                }
+                INFO(t.tier << " threads " << threads << " " << describe(c));
+                check_case(e.e, c, rng);
+            }
+            jitmm_matmul_desc d;
+            jitmm_matmul_desc_init(&d);
+            d.m = 404; d.n = 3; d.k = 1661; d.trans_b = 1;
+            d.a_type = d.b_type = t.ab;
+            d.c_type = t.c;
+            d.lda = 1661; d.ldb = 1661; d.ldc = 3;
+            CHECK(generator_of(e.e, d) == t.generator);
+            d.n = t.max_columns + 1; d.ldc = d.n;
+            CHECK(generator_of(e.e, d) != t.generator);
+        }
     }
 }
 

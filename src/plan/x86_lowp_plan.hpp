@@ -200,8 +200,9 @@ std::string lowp_unsupported_reason(const Problem& p, const hw::CpuInfo& cpu, hw
 // Requires lowp_unsupported_reason(p, cpu, isa) to be empty.
 X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 
-// Whether bf16 over few columns of f32 C runs as C^T = op(B)^T op(A)^T, few rows times a B stored N x K (the
-// swapped problem on the vdpbf16ps dot products, transposed into C after), below the AMX tier.
+// Whether bf16 (f32 C) or s8 x s8 (s32 or f32 C, no scales) over few columns runs as C^T = op(B)^T op(A)^T, few
+// rows times a B stored N x K (the swapped problem on the vdpbf16ps or VNNI dot products, transposed into C
+// after), below the AMX tier.
 bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa);
 
 }  // namespace jitmm::plan

@@ -178,7 +178,8 @@ private:
 };
 
 // C^T = op(B)^T op(A)^T computed into a scratch of N rows of M values, then transposed into C (see
-// plan::serves_with_c_transposed): the swapped problem's A is op(B)^T, its B op(A)^T, its bias per row a bias
+// plan::serves_with_c_transposed and plan::lowp_serves_with_c_transposed; C of 4-byte values, f32 or s32, which
+// the transposes move as they are): the swapped problem's A is op(B)^T, its B op(A)^T, its bias per row a bias
 // per column of C (and the other way round); alpha, beta and the activation act elementwise. With beta, C is
 // first transposed into the scratch.
 // (Whole lines per row, off multiples of 4 KiB: the transposes read 16 rows at one offset.)
