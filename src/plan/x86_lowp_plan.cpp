@@ -1277,8 +1277,12 @@ constexpr int64_t kBf16CtMinK = 32;
 // -> 2.2, 500x6x1000 NT 48.6 -> 17.8, 1000x5x300 NT (f32 C) 31.2 -> 12.6, 1000x2x64 x4 31.5 -> 13.0, 4096x8x4096
 // 3220 -> 1630, 2044x4x58 20.7 -> 10.8, 2044x8x58 20.9 -> 18.3, 300x7x20 NT even. 9 columns were mixed (2044x9x300
 // 64 -> 48, 1059x9x99 NT x28 405 -> 453) and 16 lost (84x16x213 x26, the swapped problem alone: 48 -> 72).
+// Nor under kInt8CtMinRows rows, where the swapped problem's few short rows cost more than the tiles (batches, 1
+// thread, median us of 3 alternated runs, tiles -> C^T: 12x4x40 x16 1.69 -> 3.35, 8x2x17 x44 3.5 -> 5.3, 19x2x254
+// x10 6.4 -> 8.4; 30x3x64 NT x8 2.5 -> 2.1, 64x4x128 0.90 -> 0.65).
 constexpr int64_t kInt8CtMaxColumns = 8;
 constexpr int64_t kInt8CtMinK = 16;
+constexpr int64_t kInt8CtMinRows = 24;
 
 bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
     if (const char* v = std::getenv("JITMM_X86_LOWP_CT")) {
@@ -1291,7 +1295,7 @@ bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
                       p.k >= kBf16CtMinK;
     const bool s8 = isa >= hw::X86Isa::avx512_vnni && p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 &&
                     (p.c_type == JITMM_DTYPE_S32 || p.c_type == JITMM_DTYPE_F32) && p.n <= kInt8CtMaxColumns &&
-                    p.k >= kInt8CtMinK;
+                    p.k >= kInt8CtMinK && p.m >= kInt8CtMinRows;
     return bf16 || s8;
 }
 
