@@ -949,6 +949,58 @@ TEST_CASE("x86 f32: short K with the C tile prefetched", "[x86][matmul]") {
     }
 }
 
+// The tiles of a transposed A (stored K x M) packed a vector per tile and stored row (AVX-512) hold exactly what
+// the element-by-element packer writes, for every tile height, a cut last tile and short K blocks; nothing past a
+// tile's k_len x mr values is written (its vector stores end inside the panel), and nothing past A's last value is
+// read (A ends at a PROT_NONE page).
+TEST_CASE("x86 f32: transposed A tiles packed by vectors match the element packer", "[x86][pack]") {
+    if (jitmm::hw::cpu_info().best_isa < jitmm::hw::X86Isa::avx512) {
+        WARN("SKIPPED: no AVX-512 on this CPU (the element packer is the only one)");
+        return;
+    }
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(4242);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    for (int mr : {1, 2, 4, 6, 8, 12, 14, 16}) {
+        for (int64_t k_len : {1, 2, 3, 7, 33}) {
+            for (int64_t m : {int64_t(mr), int64_t(3 * mr + 1), int64_t(37)}) {
+                INFO("mr " << mr << " k_len " << k_len << " m " << m);
+                const int64_t lda = m, k0 = 2, k_total = k0 + k_len;
+                const size_t a_bytes = static_cast<size_t>(k_total * lda) * sizeof(float);
+                const size_t span = (a_bytes + page - 1) / page * page;
+                void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                REQUIRE(map != MAP_FAILED);
+                REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+                float* a = reinterpret_cast<float*>(static_cast<uint8_t*>(map) + span - a_bytes);
+                for (int64_t i = 0; i < k_total * lda; ++i) a[i] = uni(rng);
+                const int64_t tiles = (m + mr - 1) / mr;
+                const int64_t panel_floats = (k_len * mr + 15) / 16 * 16;
+                const float sentinel = -777.0f;
+                std::vector<float> by_vectors(static_cast<size_t>(tiles * panel_floats + 16), sentinel);
+                std::vector<float> by_elements = by_vectors;
+                jitmm::x86::pack_a_f32_transposed_tiles(a, lda, 0, m, mr, k0, k_len, panel_floats, by_vectors.data(),
+                                                        true);
+                jitmm::x86::pack_a_f32_transposed_tiles(a, lda, 0, m, mr, k0, k_len, panel_floats,
+                                                        by_elements.data(), false);
+                for (int64_t t = 0; t < tiles; ++t) {
+                    const int64_t rows = std::min<int64_t>(mr, m - t * mr);
+                    for (int64_t k = 0; k < k_len; ++k)
+                        for (int64_t r = 0; r < rows; ++r) {
+                            const size_t at = static_cast<size_t>(t * panel_floats + k * mr + r);
+                            CHECK(by_vectors[at] == a[(k0 + k) * lda + t * mr + r]);
+                            CHECK(by_vectors[at] == by_elements[at]);
+                        }
+                    for (int64_t x = k_len * mr; x < panel_floats; ++x)
+                        CHECK(by_vectors[static_cast<size_t>(t * panel_floats + x)] == sentinel);
+                }
+                for (size_t x = static_cast<size_t>(tiles * panel_floats); x < by_vectors.size(); ++x)
+                    CHECK(by_vectors[x] == sentinel);
+                munmap(map, span + page);
+            }
+        }
+    }
+}
+
 // A transposed B's K tail (K under 8, or past whole 8 x 8 blocks) is packed by masked loads of each stored row:
 // nothing past K is read. B ends exactly at a PROT_NONE page with tight rows (ldb = K), so a read of one value
 // past the last row's K faults.

@@ -338,7 +338,8 @@ void GemmF32Kernel::run_chunk(const float* a, const ChunkA& shared_a, const floa
             } else if (pack_a_groups) {
                 if (step % group_tiles == 0)
                     pack_a_f32_transposed_tiles(a, p_.lda, ir, std::min(m1, ir + group_tiles * mr), mr, blk.k0,
-                                                blk.k_len, panel_floats, a_panel);
+                                                blk.k_len, panel_floats, a_panel,
+                                                plan_.layout.isa >= hw::X86Isa::avx512);
                 a_tile = a_panel + (step % group_tiles) * panel_floats;
             } else if (plan_.pack_a) {
                 pack_a_f32(a, p_.lda, p_.trans_a, ir, rows, blk.k0, blk.k_len, plan_.a_panel_ld, a_panel);

@@ -16,9 +16,10 @@ void pack_a_f32(const float* a, int64_t lda, bool trans_a, int64_t i0, int rows,
 // Row tiles of mr rows from i0 up to i_end (the last one cut there) of a transposed A (stored K x M), K range
 // [k0, k0 + k_len), each into its own [k_len][mr] panel, panel_floats apart: stored row by stored row across all
 // the tiles, so that each stored row is read front to back (a tile at a time, a tile's mr values per stored row
-// are read down K, a walk the prefetchers do not follow).
+// are read down K, a walk the prefetchers do not follow). avx512: a vector per tile and stored row (tiles of up to
+// 16 rows; a vector store may write the lanes past the tile into the next k's slot before that k's own store).
 void pack_a_f32_transposed_tiles(const float* a, int64_t lda, int64_t i0, int64_t i_end, int mr, int64_t k0,
-                                 int64_t k_len, int64_t panel_floats, float* panels);
+                                 int64_t k_len, int64_t panel_floats, float* panels, bool avx512);
 
 // dst[c * dst_ld + r] = src[r * src_ld + c] for r < src_rows, c < src_cols, and zeros for r in [src_rows, dst_ld):
 // a block transposed through registers in 8 x 8 blocks (AVX2), each destination row zero padded.
