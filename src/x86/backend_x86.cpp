@@ -15,6 +15,7 @@
 #include "x86/gemm_f32_kgroup_kernel.hpp"
 #include "x86/gemm_lowp_kernel.hpp"
 #include "x86/pack.hpp"
+#include "x86/thread_scratch.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -203,7 +204,8 @@ public:
           runner_(std::move(runner)) {}
     void run(const RunArgs& args) const override {
         const int64_t batch_floats = p_.n * ldt_;
-        float* scratch = scratch_buffer(static_cast<size_t>(p_.batch * batch_floats));
+        // (The calling thread's, whole lines per row: ldt_ is whole lines.)
+        float* scratch = thread_scratch<TransposedCKernel>(static_cast<size_t>(p_.batch * batch_floats));
         auto* c = static_cast<float*>(args.c);
         // The transposes in pieces of kTransposeRows rows of C per batch, over as many threads as have about
         // kTransposeFloatsPerThread values each.
@@ -233,14 +235,6 @@ public:
     size_t workspace_bytes() const override { return inner_->workspace_bytes(); }  // (passed through to it)
 
 private:
-    // The calling thread's scratch, grown on demand and kept (64-byte aligned rows: ldt_ is whole lines).
-    static float* scratch_buffer(size_t floats) {
-        thread_local std::vector<float> buffer;
-        if (buffer.size() < floats + 16) buffer.resize(floats + 16);
-        const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
-        return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
-    }
-
     static constexpr int64_t kTransposeRows = 256;
     static constexpr int64_t kTransposeFloatsPerThread = 16384;
     std::shared_ptr<Kernel> inner_;

@@ -1,6 +1,7 @@
 #include "x86/gemm_f32_gemv_kernel.hpp"
 
 #include "core/error.hpp"
+#include "x86/thread_scratch.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,14 +14,8 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The calling thread's partial sums (64-byte aligned whole vectors), grown on demand and kept: a row of N
-// values that stays in L1 while B streams past it.
-float* partial_sums_scratch(size_t floats) {
-    thread_local std::vector<float> buffer;
-    if (buffer.size() < floats + 16) buffer.resize(floats + 16);
-    const auto address = reinterpret_cast<uintptr_t>(buffer.data());
-    return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
-}
+// The calling thread's partial sums (whole vectors): a row of N values that stays in L1 while B streams past it.
+float* partial_sums_scratch(size_t floats) { return thread_scratch<GemmF32GemvKernel>(floats); }
 
 }  // namespace
 

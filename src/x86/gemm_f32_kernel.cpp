@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "x86/pack.hpp"
+#include "x86/thread_scratch.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,16 +14,10 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Per-thread scratch for packed panels (Slot 0: A, 1 and 3: B, 2: K-split partial sums), grown on demand and
-// kept for the thread's lifetime. Aligned to a cache line: a packed B row of the microkernel is whole vectors,
-// and a vector load straddling two lines costs two (a large std::vector sits 16 bytes past a page boundary).
+// Per-thread scratch for packed panels (Slot 0: A, 1 and 3: B, 2: K-split partial sums; see thread_scratch).
 template <int Slot>
 float* pack_buffer(size_t floats) {
-    constexpr size_t kLineFloats = 16;
-    thread_local std::vector<float> buffer;
-    if (buffer.size() < floats + kLineFloats) buffer.resize(floats + kLineFloats);
-    const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
-    return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
+    return thread_scratch<GemmF32Kernel, Slot>(floats);
 }
 
 // Splits [0, tiles) into `parts` near-equal tile ranges; returns part's range scaled to elements.

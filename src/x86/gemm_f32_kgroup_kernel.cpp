@@ -1,6 +1,7 @@
 #include "x86/gemm_f32_kgroup_kernel.hpp"
 
 #include "core/error.hpp"
+#include "x86/thread_scratch.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,13 +14,8 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The calling thread's group vectors (64-byte aligned: each is one line), grown on demand and kept.
-float* group_vectors_scratch(size_t floats) {
-    thread_local std::vector<float> buffer;
-    if (buffer.size() < floats + 16) buffer.resize(floats + 16);
-    const auto address = reinterpret_cast<uintptr_t>(buffer.data());
-    return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
-}
+// The calling thread's group vectors (each one line).
+float* group_vectors_scratch(size_t floats) { return thread_scratch<GemmF32KGroupKernel>(floats); }
 
 }  // namespace
 
