@@ -949,6 +949,51 @@ TEST_CASE("x86 f32: short K with the C tile prefetched", "[x86][matmul]") {
     }
 }
 
+// A short K over many row tiles runs as one generated sweep down M per (batch, row chunk): full row tiles in
+// its loop, the row tail after it, B read in place or packed whole by the task.
+TEST_CASE("x86 f32: short K swept down M in one generated call", "[x86][matmul]") {
+    std::mt19937 rng(1313);
+    const Case cases[] = {
+        {809, 32, 4, 1, false, false, 0, 0, 0},
+        {114, 610, 9, 1, false, false, 3, 1, 2, 1.0f, 0.5f, JITMM_EPILOGUE_BIAS_RELU},
+        {2080, 58, 6, 1, false, true, 1, 0, 5},
+        {73, 970, 9, 1, false, true, 0, 2, 0, -1.0f, 1.0f, JITMM_EPILOGUE_BIAS_GELU_ERF, JITMM_BIAS_PER_ROW},
+        {300, 100, 3, 3, true, false, 2, 0, 1, 0.5f, -1.0f, JITMM_EPILOGUE_SILU},
+        {127, 65, 16, 2, true, true, 0, 3, 0, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS, JITMM_BIAS_PER_ROW},
+        {1000, 17, 1, 1, false, false, 0, 0, 7},
+        {63, 1023, 2, 5, false, false, 1, 1, 1, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
+        {336, 48, 7, 4, false, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_RELU},  // rows a multiple of 12 and 14
+        {640, 129, 5, 1, true, true, 5, 5, 5, 0.5f, 0.5f, JITMM_EPILOGUE_BIAS_SILU},
+    };
+    for (const Tier& tier : runnable_tiers()) {
+        INFO("tier " << tier.name);
+        for (int threads : {1, 2, 3}) {
+            INFO("threads " << threads);
+            jitmm_engine* e = make_engine(tier.name, threads);
+            int swept = 0;
+            for (const Case& c : cases) {
+                swept += generator_name(e, c, true).find("row-sweep") != std::string::npos;
+                check_case(e, c, rng);
+            }
+            // (Some cases go elsewhere at some tiers and thread counts; most are swept.)
+            CHECK(swept >= 6);
+            jitmm_engine_destroy(e);
+        }
+    }
+    // The planner's bounds: K of 16 at most, a B packed whole only where a batch is one task.
+    jitmm::Problem p;
+    p.m = 809; p.n = 32; p.k = 4; p.lda = 4; p.ldb = 32; p.ldc = 32;
+    const auto& cpu = jitmm::hw::cpu_info();
+    if (cpu.best_isa >= jitmm::hw::X86Isa::avx512) {
+        CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1).row_sweep);
+        p.k = 17; p.lda = 17;
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1).row_sweep);
+        p.m = 74; p.n = 1910; p.k = 7; p.trans_b = true; p.lda = 7; p.ldb = 7; p.ldc = 1910;
+        CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1).row_sweep);
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 2).row_sweep);
+    }
+}
+
 // The tiles of a transposed A (stored K x M) packed a vector per tile and stored row (AVX-512) hold exactly what
 // the element-by-element packer writes, for every tile height, a cut last tile and short K blocks; nothing past a
 // tile's k_len x mr values is written (its vector stores end inside the panel), and nothing past A's last value is

@@ -186,6 +186,13 @@ constexpr int kMinRowsForManyRowTiles = 6;
 constexpr int kTransposedAPrefetchSteps = 16;
 // Up to this K the tile's few FMAs cannot hide its C stores' misses: the kernel prefetches the C tile first.
 constexpr int64_t kMaxKForCTilePrefetch = 12;
+
+// The row sweep: K at most this long, and at most this many column panels (a call per tile in the sweep's
+// loop body). 1 thread, 106 random shapes of K <= 64, driver -> sweep, median of 3 alternated rounds: K 1-4
+// 1.23x (912x3x2 2.36 -> 1.06 us, 624x41x2 x4 11.5 -> 7.6, 4030x33x3 NT 20.5 -> 14.8), K 5-16 1.05x, K 17-64
+// 1.00x: the driver's next-tile prefetches are worth its cost there.
+constexpr int64_t kRowSweepMaxK = 16;
+constexpr int64_t kRowSweepMaxPanels = 64;
 // k steps ahead that a B read in place from memory has its rows prefetched (see b_streams_from_memory).
 constexpr int kBRowPrefetchSteps = 32;
 // k steps ahead that a B read in place over 5/8 of L2 has its rows prefetched (see b_crowds_l2; 7x390x1233 with
@@ -621,10 +628,30 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         L.b_prefetch_step = 0;
         L.b_prefetch_ld = 0;
     }
+    // A short K with one K block and one N block: each tile is a few hundred cycles of FMAs, against which the
+    // driver's loop and a call per tile cost 15-20% (809x32x4: 3.29 -> 2.76 us as one call); the row sweep runs
+    // the row tiles in one generated loop instead. Row chunks only (tasks of whole row tiles, more than one
+    // per batch where the batches alone would leave threads idle). A B to pack is packed whole by each task:
+    // only where it is small and a batch is one task (packing a transposed B is most of such a call: 2 threads,
+    // 74x1910x7 NT, 14 us with each thread packing its half for the driver's N chunks, 23 with one packing for
+    // both row chunks).
+    const bool sweep_batches_balance = threads == 1 || p.batch % threads == 0 || p.batch >= 4 * int64_t(threads);
+    const double packed_b_bytes = 4.0 * double(round_up(p.n, nr)) * double(p.k);
+    const bool sweep_fits = !plan.single_call && !plan.pack_a && p.k <= plan.kc && p.k <= kRowSweepMaxK &&
+                            n_tiles <= kRowSweepMaxPanels && plan.nc >= p.n && !L.b_from_memory &&
+                            (!plan.pack_b || (packed_b_bytes <= double(l2) / 4 && sweep_batches_balance));
+    plan.row_sweep = sweep_fits;
+    if (const char* v = std::getenv("JITMM_X86_ROW_SWEEP")) plan.row_sweep = sweep_fits && std::atoi(v) != 0;
+    if (plan.row_sweep && plan.pack_b) {
+        plan.nc = round_up(p.n, nr);
+        L.b_prefetch_runs = 0;
+        L.b_prefetch_step = 0;
+        L.b_prefetch_ld = 0;
+    }
     // A B as stored that the driver packs is packed by each block's first row tile as its FMAs read it (the
     // packing variants store every B vector they load): the copy then costs two stores per k step beside the
     // tile's FMAs instead of a pass with the FMA units idle, and one block buffer in L2 instead of two.
-    plan.pack_b_fused = fused_candidate && !plan.single_call && !L.b_from_memory &&
+    plan.pack_b_fused = fused_candidate && !plan.single_call && !plan.row_sweep && !L.b_from_memory &&
                         int64_t(L.k_unroll + kFusedPackPrefetchSteps) * p.ldb * 4 < (int64_t(1) << 31);
     if (const char* v = std::getenv("JITMM_X86_FUSED_PACK")) plan.pack_b_fused = plan.pack_b_fused && std::atoi(v) != 0;
     if (plan.pack_b_fused) {
@@ -645,7 +672,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // buffers where many cores stream A together (16 threads on the GPU machine's host, 4096x16x4096 on 8x16
     // tiles: 721 -> 897 us, median of 6 alternated rounds; 1 thread gained 4%), while 4096x40x77 x8 (8x48)
     // measured even there (211 / 212).
-    L.a_next_tile_prefetch = !plan.pack_a && !p.trans_a && !plan.single_call && m_tiles > 1 && L.nv >= 2 &&
+    L.a_next_tile_prefetch = !plan.pack_a && !p.trans_a && !plan.single_call && !plan.row_sweep && m_tiles > 1 &&
+                             L.nv >= 2 &&
                              a_total_bytes >= double(l2) && block_panels <= kMaxPanelsForNextATilePrefetch &&
                              2 * int64_t(L.mr) * p.lda * 4 < (int64_t(1) << 31);
     if (const char* v = std::getenv("JITMM_X86_ANPF")) L.a_next_tile_prefetch = L.a_next_tile_prefetch && std::atoi(v) != 0;
@@ -657,7 +685,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // that reads C (every K block after the first) does not wait on memory. Not for the single call, nor
     // where the K loop needs r11 for a step beyond 32 bits. JITMM_X86_CNPF=0 turns it off (tuning knob).
     const int64_t a_step = L.trans_a ? L.lda * 4 : 4, b_step = L.ldb * 4;
-    L.c_next_prefetch = !plan.single_call && p.ldc * 4 < (int64_t(1) << 31) &&
+    L.c_next_prefetch = !plan.single_call && !plan.row_sweep && p.ldc * 4 < (int64_t(1) << 31) &&
                         int64_t(L.k_unroll) * std::max(a_step, b_step) < (int64_t(1) << 31);
     if (const char* v = std::getenv("JITMM_X86_CNPF")) L.c_next_prefetch = L.c_next_prefetch && std::atoi(v) != 0;
     // A K of a few steps leaves the tile's stores nothing to overlap with: each store missing L1 waits in the
@@ -683,11 +711,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     const int64_t k_blocks_total = ceil_div(p.k, plan.kc);
     const int64_t max_parts = std::min<int64_t>(k_blocks_total, p.k / kMinSplitK);
     const bool few_row_tiles = m_tiles <= kSplitMaxRowTiles;
-    plan.k_split_ready = !plan.single_call && (units <= kSplitMaxUnits || few_row_tiles) && max_parts >= 2 &&
+    plan.k_split_ready = !plan.single_call && !plan.row_sweep && (units <= kSplitMaxUnits || few_row_tiles) && max_parts >= 2 &&
                          p.n <= x86::kSplitFinishMaxWidth;
     // Each batch's C is cut into M x N chunks by the partition's cost model: a 1-D split over N makes every
     // task pack all of A for a few panels (512^3 on 16 threads: 16 x 1 tiles), a 2-D one shares the packing.
-    if (!plan.single_call) {
+    if (plan.row_sweep) {
+        plan.m_chunks = sweep_batches_balance ? 1 : static_cast<int>(std::min<int64_t>(m_tiles, threads));
+    } else if (!plan.single_call) {
         PartitionInput in;
         in.batch = p.batch;
         in.m_tiles = m_tiles;
@@ -830,7 +860,7 @@ std::string X86GemmPlan::describe() const {
                   hw::isa_name(layout.isa), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
                   pack_b_fused ? "packB(fused)" : pack_b ? "packB" : "directB",
-                  pack_a ? " packA" : "", single_call ? " single-call" : "", k_split_ready ? " ksplit-ready" : "",
+                  pack_a ? " packA" : "", single_call ? " single-call" : row_sweep ? " row-sweep" : "", k_split_ready ? " ksplit-ready" : "",
                   threads, m_chunks, n_chunks, k_splits, share_a ? " sharedA" : "", prefetch);
     return buf;
 }
@@ -838,7 +868,8 @@ std::string X86GemmPlan::describe() const {
 void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('I', static_cast<int64_t>(layout.isa)).i64('r', layout.mr).i64('v', layout.nv);
     w.i64('u', layout.k_unroll * 2 + (layout.b_from_memory ? 1 : 0));
-    w.i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0) | (single_call ? 4 : 0) | (k_split_ready ? 8 : 0));
+    w.i64('p', (pack_b ? 1 : 0) | (pack_a ? 2 : 0) | (single_call ? 4 : 0) | (k_split_ready ? 8 : 0) |
+                   (row_sweep ? 16 : 0));
     w.i64('L', layout.ldb);
     w.i64('l', layout.lda).i64('o', layout.trans_a ? 1 : 0);
     w.i64('K', kc).i64('M', mc).i64('N', nc);

@@ -54,11 +54,11 @@ private:
 struct BroadcastF32Family {
     using Recipe = plan::X86GemmPlan;
     using KernelType = GemmF32Kernel;
-    static constexpr int kVersion = 16;  // bump when the emitted code changes for the same recipe (10: aligned,
+    static constexpr int kVersion = 17;  // bump when the emitted code changes for the same recipe (10: aligned,
                                          // 11: one shared activation chain, 12: alpha/beta encoded directly,
                                          // 13: erf-GELU's erfc to relative accuracy, 14: B packing variants,
                                          // 15: K-split parts and column tails share bodies, 16: one-vector tiles'
-                                         // embedded broadcasts)
+                                         // embedded broadcasts, 17: the row sweep)
     static const char* generator(const Recipe& r) {
         return r.layout.isa >= hw::X86Isa::avx512 ? "x86_f32_avx512" : "x86_f32_avx2";
     }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace jitmm::x86 {
 
@@ -180,6 +181,72 @@ public:
             else emit_tile_body(t.variant);
         }
         for (int i = 3; i >= 0; --i) pop(bases[i]);
+        vzeroupper();
+        ret();
+        in_whole_ = false;
+        return entry;
+    }
+
+    // The row sweep (RowSweep): every distinct tile a function (a leaf taking its pointers in rdi/rsi/rdx/rcx),
+    // then the entry: a loop over the full row tiles calling the row's tiles, and the tail row's tiles after it.
+    // The base pointers live in r12-r15, the row tile count in rbx and the tail flag in rbp.
+    size_t emit_row_sweep(const RowSweep& s) {
+        in_whole_ = true;
+        std::vector<UkernelVariant> bodies;
+        std::vector<size_t> body_offsets;
+        auto body_of = [&](const UkernelVariant& v) {
+            size_t b = 0;
+            while (b < bodies.size() && !same_variant(bodies[b], v)) ++b;
+            return b;
+        };
+        for (const auto* row : {&s.full_row, &s.tail_row}) {
+            for (const PlacedTile& t : *row) {
+                if (body_of(t.variant) < bodies.size()) continue;
+                bodies.push_back(t.variant);
+                align(16);
+                body_offsets.push_back(getSize());
+                emit_tile_body(t.variant);
+                ret();
+            }
+        }
+        align(16);
+        const size_t entry = getSize();
+        const Reg64 saved[6] = {r12, r13, r14, r15, rbx, rbp};
+        for (const Reg64& r : saved) push(r);
+        mov(r12, rdi);
+        mov(r13, rsi);
+        mov(r14, rdx);
+        mov(r15, rcx);
+        mov(rbx, r8);
+        mov(rbp, r9);
+        auto call_row = [&](const std::vector<PlacedTile>& row) {
+            for (const PlacedTile& t : row) {
+                lea_offset(rdi, r12, t.a_offset);
+                lea_offset(rsi, r13, t.b_offset);
+                lea_offset(rdx, r14, t.c_offset);
+                lea_offset(rcx, r15, t.bias_offset);
+                call_back(body_offsets[body_of(t.variant)]);
+            }
+        };
+        Xbyak::Label tail, done;
+        test(rbx, rbx);
+        jz(tail, T_NEAR);
+        align(16);
+        const size_t loop = getSize();
+        call_row(s.full_row);
+        advance(r12, rax, s.a_step);
+        advance(r14, rax, s.c_step);
+        advance(r15, rax, s.bias_step);
+        dec(rbx);
+        jnz_back(loop);
+        L(tail);
+        if (!s.tail_row.empty()) {
+            test(rbp, rbp);
+            jz(done, T_NEAR);
+            call_row(s.tail_row);
+        }
+        L(done);
+        for (int i = 5; i >= 0; --i) pop(saved[i]);
         vzeroupper();
         ret();
         in_whole_ = false;
@@ -625,7 +692,8 @@ private:
 }  // namespace
 
 GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants,
-                                const std::vector<PlacedTile>& whole, const SplitFinishLayout* finish) {
+                                const std::vector<PlacedTile>& whole, const SplitFinishLayout* finish,
+                                const RowSweep* sweep) {
     const int vlen = vector_length(layout.isa);
     const int nr = layout.nv * vlen;
     // A generous bound on the code size: the unrolled K body and the epilogue of every variant.
@@ -656,6 +724,23 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + t.variant.rows * (10 + nvec * 7)) * 2 +
                     static_cast<size_t>(t.variant.rows) * nvec * 440;
     }
+    if (sweep) {
+        // Each tile's call (four lea and a call), and one body per distinct tile: at most four (full and tail
+        // rows and columns), counted as one per tile shape.
+        capacity += 256;
+        std::vector<std::pair<int, int>> shapes;
+        for (const auto* row : {&sweep->full_row, &sweep->tail_row}) {
+            for (const auto& t : *row) {
+                capacity += 48;
+                const std::pair<int, int> shape{t.variant.rows, t.variant.cols};
+                if (std::find(shapes.begin(), shapes.end(), shape) != shapes.end()) continue;
+                shapes.push_back(shape);
+                const size_t nvec = static_cast<size_t>((t.variant.cols + vlen - 1) / vlen);
+                capacity += 512 + static_cast<size_t>(layout.k_unroll + 1) * (nvec * 20 + t.variant.rows * (10 + nvec * 7)) * 2 +
+                            static_cast<size_t>(t.variant.rows) * nvec * 440;
+            }
+        }
+    }
     if (finish) capacity += 256 + static_cast<size_t>((finish->n + vlen - 1) / vlen) * 448;
     return emit_code("gemm_f32", capacity, [&](uint8_t* buffer, size_t size) {
         GemmF32Emitter emitter(layout, buffer, size);
@@ -678,6 +763,7 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
             }
         }
         if (!whole.empty()) out.entries.push_back(emitter.emit_whole(whole));
+        if (sweep) out.entries.push_back(emitter.emit_row_sweep(*sweep));
         if (finish) out.entries.push_back(emitter.emit_finish(*finish));
         emitter.emit_mask_table();
         emitter.finish();

@@ -83,10 +83,23 @@ struct PlacedTile {
     int64_t a_offset = 0, b_offset = 0, c_offset = 0, bias_offset = 0;
 };
 
+// A problem of short K swept down M by one generated function: the row of tiles of a full row tile (one per
+// column panel) repeated `row_tiles` times, the base pointers stepped by a row tile each time, then the row
+// tail's tiles. Each tile's work is too small for the driver's loops and calls between the tiles (809x32x4: a
+// few hundred cycles a tile), which a problem too large for the single call would otherwise pay per tile.
+struct RowSweep {
+    std::vector<PlacedTile> full_row, tail_row;  // offsets from the base pointers of the row tile
+    int64_t a_step = 0, c_step = 0, bias_step = 0;  // bytes from one row tile to the next
+};
+
+// Runs `row_tiles` full row tiles from the base pointers, then the row tail's tiles if with_tail is nonzero.
+using RowSweepFn = void (*)(const float* a, const float* b, float* c, const float* bias, int64_t row_tiles,
+                            int64_t with_tail);
+
 struct GeneratedCode {
     std::vector<uint8_t> bytes;   // position-independent: constants are addressed RIP-relative
     std::vector<size_t> entries;  // offset of each requested variant, in order; then the whole-problem entry,
-                                  // then the K-split finish entry (each only when asked for)
+                                  // the row sweep's and the K-split finish entry (each only when asked for)
 };
 
 // a_prefetch: the row of A to prefetch over this call's K range; b_prefetch: the run of the next B block's
@@ -103,9 +116,10 @@ inline int vector_register_count(hw::X86Isa isa) { return isa >= hw::X86Isa::avx
 
 // Throws jitmm::Error(JIT_FAILED) if Xbyak rejects something. With `whole` non-empty, one more function
 // runs those tiles back to back (same signature, base pointers): small problems then cost one call. With
-// `finish`, the K-split finish function (gemm_f32_split_finish.hpp) comes last.
+// `sweep`, the row sweep function (RowSweepFn). With `finish`, the K-split finish function
+// (gemm_f32_split_finish.hpp) comes last.
 GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<UkernelVariant>& variants,
                                 const std::vector<PlacedTile>& whole = {},
-                                const SplitFinishLayout* finish = nullptr);
+                                const SplitFinishLayout* finish = nullptr, const RowSweep* sweep = nullptr);
 
 }  // namespace jitmm::x86

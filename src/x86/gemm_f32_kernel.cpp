@@ -42,7 +42,7 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
     using K = GemmF32Kernel;
     const int row_kinds[K::kRowKindCount] = {mr, static_cast<int>(p.m % mr), mr};
     const int col_kinds[2] = {nr, static_cast<int>(p.n % nr)};
-    for (int rt = 0; rt < K::kRowKindCount && !plan.single_call; ++rt) {
+    for (int rt = 0; rt < K::kRowKindCount && !plan.single_call && !plan.row_sweep; ++rt) {
         if (row_kinds[rt] == 0 || (rt != K::kTailRows && p.m < mr)) continue;
         if (rt == K::kPackingRows && !plan.pack_b_fused) continue;
         for (int ct = 0; ct < 2; ++ct) {
@@ -90,21 +90,44 @@ Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan) {
             }
         }
     }
+    RowSweep sweep;
+    if (plan.row_sweep) {
+        // One row of tiles at the row tile's base pointers; the function steps them down M.
+        for (int full = 1; full >= 0; --full) {
+            const int rows = full ? mr : static_cast<int>(p.m % mr);
+            if (rows == 0) continue;
+            for (int64_t jr = 0; jr < p.n; jr += nr) {
+                PlacedTile t;
+                t.variant.rows = rows;
+                t.variant.cols = static_cast<int>(std::min<int64_t>(nr, p.n - jr));
+                t.variant.k_len = p.k;
+                t.b_offset = (plan.pack_b ? jr / nr * p.k * nr : jr) * 4;
+                t.c_offset = jr * 4;
+                t.bias_offset = (p.bias == BiasKind::per_column ? jr : 0) * 4;
+                (full ? sweep.full_row : sweep.tail_row).push_back(t);
+            }
+        }
+        sweep.a_step = int64_t(mr) * (p.trans_a ? 1 : p.lda) * 4;
+        sweep.c_step = int64_t(mr) * p.ldc * 4;
+        sweep.bias_step = p.bias == BiasKind::per_row ? int64_t(mr) * 4 : 0;
+    }
     SplitFinishLayout finish;
     finish.isa = plan.layout.isa;
     finish.n = p.n;
     finish.beta = p.beta;
     finish.bias = p.bias;
     finish.activation = p.activation;
-    GeneratedCode code = generate_gemm_f32(plan.layout, variants, whole, plan.k_split_ready ? &finish : nullptr);
+    GeneratedCode code = generate_gemm_f32(plan.layout, variants, whole, plan.k_split_ready ? &finish : nullptr,
+                                           plan.row_sweep ? &sweep : nullptr);
     Artifact artifact;
     artifact.kind = "x86.bin";
     artifact.payload = std::move(code.bytes);
-    artifact.ints.assign(GemmF32Kernel::kSlotCount + 2, -1);
+    artifact.ints.assign(GemmF32Kernel::kEntryCount, -1);
     for (size_t i = 0; i < slots.size(); ++i) artifact.ints[slots[i]] = static_cast<int64_t>(code.entries[i]);
     size_t next = slots.size();
-    if (!whole.empty()) artifact.ints[GemmF32Kernel::kSlotCount] = static_cast<int64_t>(code.entries[next++]);
-    if (plan.k_split_ready) artifact.ints[GemmF32Kernel::kSlotCount + 1] = static_cast<int64_t>(code.entries[next++]);
+    if (!whole.empty()) artifact.ints[GemmF32Kernel::kWholeEntry] = static_cast<int64_t>(code.entries[next++]);
+    if (plan.row_sweep) artifact.ints[GemmF32Kernel::kSweepEntry] = static_cast<int64_t>(code.entries[next++]);
+    if (plan.k_split_ready) artifact.ints[GemmF32Kernel::kFinishEntry] = static_cast<int64_t>(code.entries[next++]);
     return artifact;
 }
 
@@ -112,9 +135,9 @@ GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86G
                              std::shared_ptr<const ParallelRunner> runner, const Artifact& artifact)
     : Kernel(std::move(meta)), p_(p), plan_(plan), runner_(std::move(runner)) {
     k_blocks_ = ceil_div(p_.k, plan_.kc);
-    if (artifact.ints.size() != kSlotCount + 2)
+    if (artifact.ints.size() != kEntryCount)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: artifact has " + std::to_string(artifact.ints.size()) +
-                                              " entry slots, expected " + std::to_string(kSlotCount + 2));
+                                              " entry slots, expected " + std::to_string(kEntryCount));
     code_ = std::make_unique<ExecMemory>(artifact.payload.data(), artifact.payload.size());
     auto extra_entry = [&](int slot) -> UkernelFn {
         const int64_t offset = artifact.ints[slot];
@@ -123,11 +146,14 @@ GemmF32Kernel::GemmF32Kernel(KernelMeta meta, const Problem& p, const plan::X86G
             fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: entry offset outside the code");
         return reinterpret_cast<UkernelFn>(const_cast<uint8_t*>(code_->entry(static_cast<size_t>(offset))));
     };
-    whole_ = extra_entry(kSlotCount);
-    // (through void (*)(), the generic function pointer type: the finish has its own signature)
-    finish_ = reinterpret_cast<SplitFinishFn>(reinterpret_cast<void (*)()>(extra_entry(kSlotCount + 1)));
+    whole_ = extra_entry(kWholeEntry);
+    // (through void (*)(), the generic function pointer type: the finish and the sweep have their own signatures)
+    finish_ = reinterpret_cast<SplitFinishFn>(reinterpret_cast<void (*)()>(extra_entry(kFinishEntry)));
+    sweep_ = reinterpret_cast<RowSweepFn>(reinterpret_cast<void (*)()>(extra_entry(kSweepEntry)));
     if (plan_.k_splits > 1 && finish_ == nullptr)
         fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: the plan splits K but the artifact has no finish");
+    if (plan_.row_sweep && sweep_ == nullptr)
+        fail(JITMM_STATUS_INTERNAL_ERROR, "x86 f32 kernel: the plan sweeps rows but the artifact has no sweep");
     for (int slot = 0; slot < kSlotCount; ++slot) {
         const int64_t offset = artifact.ints[slot];
         if (offset < 0) continue;
@@ -161,6 +187,10 @@ void GemmF32Kernel::run(const RunArgs& args) const {
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
         return;
     }
+    if (sweep_) {
+        run_sweep(a, b, c, bias);
+        return;
+    }
     if (plan_.k_splits > 1) {
         run_split(a, b, c, bias);
         return;
@@ -191,6 +221,34 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     } else {
         runner_->parallel_for_in_runs(tasks, plan_.threads, task);  // batches: a contiguous run per thread
     }
+}
+
+// Tasks of (batch, row chunk): each chunk's full row tiles in one sweep call, the batch's last chunk with the row
+// tail. A B to pack is packed whole by each task into its thread's panels (K is short: a few hundred KB at most;
+// the plan packs only where a batch is one task).
+void GemmF32Kernel::run_sweep(const float* a, const float* b, float* c, const float* bias) const {
+    const int mr = plan_.layout.mr, nr = plan_.nr();
+    const int64_t full_tiles = p_.m / mr, chunks = plan_.m_chunks;
+    auto task = [&](int64_t t) {
+        const int64_t batch = t / chunks, chunk = t % chunks;
+        const int64_t r0 = full_tiles * chunk / chunks, r1 = full_tiles * (chunk + 1) / chunks;
+        const bool with_tail = chunk + 1 == chunks && p_.m % mr != 0;
+        if (r0 == r1 && !with_tail) return;
+        const float* b_batch = b + batch * p_.stride_b;
+        if (plan_.pack_b) {
+            float* panels = pack_buffer<1>(static_cast<size_t>(ceil_div(p_.n, nr) * nr * p_.k));
+            pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, plan_.layout.isa >= hw::X86Isa::avx512,
+                       panels);
+            b_batch = panels;
+        }
+        const int64_t row0 = r0 * mr;
+        const float* a_rows = a + batch * p_.stride_a + (p_.trans_a ? row0 : row0 * p_.lda);
+        const float* bias_rows = bias && p_.bias == BiasKind::per_row ? bias + row0 : bias;
+        sweep_(a_rows, b_batch, c + batch * p_.stride_c + row0 * p_.ldc, bias_rows, r1 - r0, with_tail ? 1 : 0);
+    };
+    const int64_t tasks = p_.batch * chunks;
+    if (plan_.threads > 1) runner_->parallel_for_in_runs(tasks, plan_.threads, task);
+    else for (int64_t t = 0; t < tasks; ++t) task(t);
 }
 
 int64_t GemmF32Kernel::a_tile_floats() const {

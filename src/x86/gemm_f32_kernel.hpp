@@ -17,8 +17,8 @@ namespace jitmm::x86 {
 
 // Generates the microkernels the problem needs: code bytes plus, in ints, one entry offset per
 // (row tail, column tail, K phase) slot, -1 where the shape never reaches that slot, then the
-// single-call function's offset (-1 unless the plan is single_call) and last the K-split finish
-// function's (-1 unless the plan is k_split_ready).
+// single-call function's offset (-1 unless the plan is single_call), the K-split finish function's
+// (-1 unless the plan is k_split_ready) and the row sweep's (-1 unless the plan is row_sweep).
 Artifact compile_gemm_f32(const Problem& p, const plan::X86GemmPlan& plan);
 
 class GemmF32Kernel final : public Kernel {
@@ -36,6 +36,9 @@ public:
     // (plan layout.b_pack_fused: the block's first row tile).
     enum RowKind { kFullRows = 0, kTailRows, kPackingRows, kRowKindCount };
     static constexpr int kSlotCount = kRowKindCount * 2 * kPhaseCount;
+    // The artifact's entries after the slots: the single call, the K-split finish and the row sweep.
+    static constexpr int kWholeEntry = kSlotCount, kFinishEntry = kSlotCount + 1, kSweepEntry = kSlotCount + 2;
+    static constexpr int kEntryCount = kSlotCount + 3;
 
 private:
     // Where a chunk's packed A row tiles come from: its own panel (panels null), or the call's shared
@@ -52,6 +55,7 @@ private:
     // Floats of one packed A row tile: [mr][a_panel_ld] (A as stored) or [kc][mr] (trans_a), whole lines.
     int64_t a_tile_floats() const;
     void run_split(const float* a, const float* b, float* c, const float* bias) const;
+    void run_sweep(const float* a, const float* b, float* c, const float* bias) const;
     UkernelFn ukernel(RowKind rows, bool col_tail, Phase phase) const { return fns_[rows][col_tail][phase]; }
 
     Problem p_;
@@ -61,6 +65,7 @@ private:
     UkernelFn fns_[kRowKindCount][2][kPhaseCount] = {};
     UkernelFn whole_ = nullptr;  // the single-call function of a small problem, when the plan asked for one
     SplitFinishFn finish_ = nullptr; // the K-split finish (one row of C), when the plan is k_split_ready
+    RowSweepFn sweep_ = nullptr;     // the row sweep of a short K, when the plan is row_sweep
     int64_t k_blocks_ = 1;
 };
 
