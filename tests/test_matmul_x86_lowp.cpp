@@ -3001,6 +3001,8 @@ TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last 
 
 TEST_CASE("x86 lowp: K of a few values (dense A panels, gathered transposed B) over layouts, pads, batches, tiers",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     // K = 1-8: A rows packed back to back (one run where lda = K), a transposed 16-bit B widened by dword gathers
     // (the last column alone at K = 1), over rows past one M block, odd columns, ld pads, batches and epilogues.
     std::mt19937 rng(4242);
@@ -3244,6 +3246,8 @@ TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and thr
 
 TEST_CASE("x86 lowp: short-K bf16 on converted FMAs and unaligned decode weights on VNNI stay within bounds",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     // The shapes the planner test above steers off AMX, through the C API on this CPU's best tier.
     std::mt19937 rng(9090);
     const Tier& best = runnable_tiers().back();
@@ -3824,6 +3828,8 @@ TEST_CASE("x86 lowp planner: f16 with B stored K x N over few row tiles reads B 
 
 TEST_CASE("x86 lowp f16: B read in place (column tails, K blocks, streamed rows) over layouts, pads, batches, tiers",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(1505);
     struct Shape {
         int64_t m, n, k, batch;
@@ -3907,6 +3913,8 @@ TEST_CASE("x86 lowp planner: f16 with B stored N x K takes dot products where th
 
 TEST_CASE("x86 lowp f16: dot products over B stored N x K (K tails, A stored K x M, pads, batches, tiers, threads)",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(1506);
     struct Shape {
         int64_t m, n, k, batch;
@@ -4007,6 +4015,8 @@ TEST_CASE("x86 lowp planner: f16 prefetches C over a short K, takes all of K in 
 TEST_CASE("x86 lowp f16: the C tile prefetched over a short K, all of K in one block over few panels, A in place "
           "over K <= 2 (layouts, pads, beta, batches, tiers, threads)",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(1604);
     struct Shape {
         int64_t m, n, k, batch;
@@ -4057,6 +4067,8 @@ TEST_CASE("x86 lowp f16: the C tile prefetched over a short K, all of K in one b
 
 TEST_CASE("x86 lowp f16: transposed operands packed by gathers (B stored N x K at any K, A stored K x M)",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(1507);
     struct Shape {
         int64_t m, n, k, batch;
@@ -4238,6 +4250,8 @@ TEST_CASE("x86 lowp planner: bf16 with B stored N x K over few rows takes vdpbf1
 // rows off lines and its base off a line, epilogues and bf16 C, batches, threads.
 TEST_CASE("x86 lowp bf16: dot products over B stored N x K (K tails; NaN past K; layouts; batches; threads)",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(1507);
     struct Shape {
         int64_t m, n, k, batch;
@@ -4290,6 +4304,8 @@ TEST_CASE("x86 lowp bf16: dot products over B stored N x K (K tails; NaN past K;
 // Row tails within a 16-row block and a 28-row tile, every K up to 8 (whole and partial output vectors), lda past
 // M, B stored either way, batches, every tier (the AMX tier runs these FMAs for K <= 4 and odd K <= 7).
 TEST_CASE("x86 lowp bf16: A stored K x M over a short K packed by permutes (K 1-8; row tails; tiers)", "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(1508);
     struct Shape {
         int64_t m, n, k, batch;
@@ -4411,6 +4427,8 @@ TEST_CASE("x86 lowp: decode rows over B packed in L1 blocks (column sums, K bloc
 // AVX512-FP16 tiers take the new paths, the others pack A as before), 1 and 2 threads.
 TEST_CASE("x86 lowp f16: A in place for one dot column tile and for A stored K x M over a short K",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(2227);
     struct Shape {
         int64_t m, n, k, batch;
@@ -4478,6 +4496,8 @@ TEST_CASE("x86 lowp planner: f16 over at most 8 columns takes two k values a ste
 // (below AVX-512 the one-k path), 1 and 2 threads.
 TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and long, all layouts, tiers, threads)",
           "[x86][lowp]") {
+    // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     std::mt19937 rng(707);
     struct Shape {
         int64_t m, n, k, batch;
@@ -4513,4 +4533,89 @@ TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and l
             }
         }
     }
+}
+
+// A K of 1-3 (f16 below AVX512-FP16: up to 32 from 8 rows) runs in f32 on operands widened to f32: exactly the
+// low-precision kernel's results (f32 accumulation; int8 sums exact, s32 C converted exactly before each store),
+// over every layout, ld pads, a B shared by the batches, epilogues on f32 C and relu on s32, threads and tiers.
+TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and exact s32 C)", "[x86][lowp]") {
+    std::mt19937 rng(5151);
+    struct Shape {
+        int64_t m, n, k, batch;
+    };
+    const Shape shapes[] = {{3942, 5, 1, 1}, {809, 32, 3, 1}, {246, 12, 1, 4}, {63, 1023, 2, 1},
+                            {1, 1, 1, 1},    {7, 300, 3, 2},  {300, 7, 2, 3},  {129, 33, 24, 1}};
+    const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_F32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                  {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_F32}};
+    for (const Tier& tier : runnable_tiers()) {
+        for (int threads : {1, 3}) {
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0, widened = 0;
+            for (const Shape& s : shapes) {
+                for (const auto& in : ins) {
+                    const bool u8 = in[0] == JITMM_DTYPE_U8;
+                    const bool f16_long = in[0] == JITMM_DTYPE_F16 && tier.isa < X86Isa::avx512_fp16 && s.m >= 8;
+                    if (s.k > (u8 ? 1 : f16_long ? 32 : 3)) continue;  // (the widened route's bounds)
+                    for (int layout = 0; layout < 4; ++layout, ++it) {
+                        INFO("tier " << tier.name << " threads " << threads << " case " << it);
+                        Case c;
+                        set_types(c, in);
+                        c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch;
+                        c.ta = layout & 2;
+                        c.tb = layout & 1;
+                        c.lda_pad = it % 3 == 0 ? 5 : 0;
+                        c.ldb_pad = it % 4 == 1 ? 2 : 0;
+                        c.ldc_pad = it % 2 ? 3 : 0;
+                        c.share_b = s.batch > 1 && it % 2 == 0;
+                        if (c.c == JITMM_DTYPE_S32) {
+                            if (it % 3 == 2) c.epilogue = JITMM_EPILOGUE_RELU;
+                        } else {
+                            c.alpha = it % 4 == 3 ? -0.5f : 1.0f;
+                            c.beta = it % 3 == 1 ? 0.5f : 0.0f;
+                            if (c.m * c.n >= 64) c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                            c.bias_layout = it % 2 ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                        }
+                        jitmm_matmul_desc d;
+                        REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+                        d.m = c.m; d.n = c.n; d.k = c.k; d.trans_a = c.ta; d.trans_b = c.tb;
+                        d.lda = c.ta ? c.m : c.k; d.ldb = c.tb ? c.k : c.n; d.ldc = c.n;
+                        d.a_type = c.a; d.b_type = c.b; d.c_type = c.c;
+                        d.epilogue = c.epilogue;
+                        const std::string generator = generator_of(e.e, d);
+                        INFO("generator " << generator);
+                        // (N = 1 runs as the swapped matrix-vector product, before the widening is considered.)
+                        if (c.n > 1) {
+                            CHECK(generator.find("_widened") != std::string::npos);
+                            ++widened;
+                        }
+                        check_case(e.e, c, rng);
+                    }
+                }
+            }
+            CHECK(widened > 100);
+        }
+    }
+    // Not widened: a longer K, scales, an s32 C that beta or a bias reads or adds to.
+    auto plain = [](jitmm_dtype a, jitmm_dtype c_type, int64_t k) {
+        jitmm::Problem p;
+        p.m = 300; p.n = 40; p.k = k; p.lda = k; p.ldb = 40; p.ldc = 40;
+        p.a_type = a; p.b_type = a == JITMM_DTYPE_U8 ? JITMM_DTYPE_S8 : a; p.c_type = c_type;
+        return p;
+    };
+    const X86Isa isa = X86Isa::avx512_bf16;
+    CHECK(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 3), isa));
+    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 4), isa));
+    CHECK(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 1), isa));
+    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 2), isa));
+    CHECK(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), isa));
+    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), X86Isa::avx512_fp16));
+    jitmm::Problem scaled = plain(JITMM_DTYPE_S8, JITMM_DTYPE_F32, 2);
+    scaled.a_scale = jitmm::ScaleMode::per_tensor;
+    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(scaled, isa));
+    jitmm::Problem accumulating = plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 2);
+    accumulating.beta = 1.0f;
+    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(accumulating, isa));
 }

@@ -850,6 +850,7 @@ std::string X86GemmPlan::describe() const {
     if (layout.a_next_tile_prefetch)
         std::strncat(prefetch, " prefetchAnext", sizeof prefetch - std::strlen(prefetch) - 1);
     if (layout.a_prefetch_k > 0) std::strncat(prefetch, " prefetchAk", sizeof prefetch - std::strlen(prefetch) - 1);
+    if (layout.store_s32) std::strncat(prefetch, " storeS32", sizeof prefetch - std::strlen(prefetch) - 1);
     if (layout.b_prefetch_k > 0) {
         char rows[32];
         std::snprintf(rows, sizeof rows, " prefetchBrows=%d", layout.b_prefetch_k);
@@ -878,6 +879,7 @@ void X86GemmPlan::append_key(KeyWriter& w) const {
     w.i64('P', layout.b_prefetch_runs).i64('S', layout.b_prefetch_step).i64('D', layout.b_prefetch_ld);
     w.i64('c', (layout.c_next_prefetch ? 1 : 0) | (layout.a_next_tile_prefetch ? 2 : 0));
     if (pack_b_fused) w.i64('F', layout.b_source_ldb).i64('G', layout.b_pack_prefetch_k);
+    if (layout.store_s32) w.i64('Z', 1);
 }
 
 }  // namespace jitmm::plan

@@ -1299,4 +1299,49 @@ bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
     return bf16 || s8;
 }
 
+// The widened route up to this K: a K of 1-3 is all C, which the f32 tiles (row sweeps) store at their full
+// rate. 1 thread, Zen 4, 30 random shapes of K <= 16 per type, median of 3 alternated rounds, geomean speedup
+// of widening by K: s8 K 1 2.5x (3281x16x3 NT x41 586 -> 176 us, 564x5x2 NT 2.50 -> 0.70), K 2-3 2.1x, K 4
+// mixed (0.79, 1.52), K 5-16 0.46-0.88x; bf16 K 1 1.69x (2462x12x1 NT x32 178 -> 69), K 2 even, K 3 1.7x, K 4
+// 0.86x.
+constexpr int64_t kWidenMaxK = 3;
+// A u8 A is read in place by the VNNI tiles already (no packing): widening gains at K 1 only (1.34x; K 2 even,
+// K 3 0.86x).
+constexpr int64_t kU8WidenMaxK = 1;
+// f16 without AVX512-FP16 converts in the kernel (fma_f32), which the f32 tiles on widened operands beat up to
+// a K of about 32 from 8 rows (40 random shapes of K 10-64: 31x19x10 x35 2.5x, 294x18x12 x21 1.13x, 669x3397x13
+// x18 1.24x, 55x3356x20 1.17x, 1005x753x23 1.06x, 72x82x28 1.45x, 65x4x32 3.9x, 456x462x30 even; past K 32 even
+// to 0.75x), but not for fewer rows, whose own paths read B in place (2x262x13 0.57x, 6x922x22 0.65x).
+constexpr int64_t kF16WidenMaxK = 32;
+constexpr int64_t kF16WidenMinRows = 8;
+
+int64_t widen_max_k(const Problem& p, hw::X86Isa isa) {
+    if (p.a_type == JITMM_DTYPE_F16)
+        return isa < hw::X86Isa::avx512_fp16 && p.m >= kF16WidenMinRows ? kF16WidenMaxK : kWidenMaxK;
+    if (p.a_type == JITMM_DTYPE_U8) return kU8WidenMaxK;
+    return kWidenMaxK;
+}
+
+bool lowp_widens_to_f32(const Problem& p, hw::X86Isa isa) {
+    // JITMM_X86_LOWP_WIDEN=K: widen up to that K instead (0: never; tuning knob).
+    const char* forced = std::getenv("JITMM_X86_LOWP_WIDEN");
+    const int64_t max_k = forced != nullptr ? std::atoll(forced) : widen_max_k(p, isa);
+    if (isa < hw::X86Isa::avx2 || p.k > max_k || p.quantized() || p.a_zero_point != 0) return false;
+    if (p.bias != BiasKind::none && p.bias_type != JITMM_DTYPE_F32) return false;
+    if (p.c_type == JITMM_DTYPE_F32) return true;
+    return p.c_type == JITMM_DTYPE_S32 && p.alpha == 1.0f && p.beta == 0.0f && p.bias == BiasKind::none &&
+           (p.activation == Activation::none || p.activation == Activation::relu);
+}
+
+Problem widened_f32_problem(const Problem& p) {
+    Problem w = p;
+    w.a_type = w.b_type = w.c_type = JITMM_DTYPE_F32;
+    w.lda = p.a_cols();
+    w.ldb = p.b_cols();
+    w.stride_a = p.stride_a == 0 && p.batch > 1 ? 0 : p.a_rows() * w.lda;
+    w.stride_b = p.stride_b == 0 && p.batch > 1 ? 0 : p.b_rows() * w.ldb;
+    if (p.bias != BiasKind::none) w.bias_type = JITMM_DTYPE_F32;
+    return w;
+}
+
 }  // namespace jitmm::plan

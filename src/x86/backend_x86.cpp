@@ -16,6 +16,7 @@
 #include "x86/gemm_lowp_kernel.hpp"
 #include "x86/pack.hpp"
 #include "x86/thread_scratch.hpp"
+#include "x86/widen.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -271,6 +272,80 @@ private:
     std::string generator_;
 };
 
+// A low-precision problem of a very short K run in f32 (plan::lowp_widens_to_f32): each call widens A and B into
+// the calling thread's scratch (tight rows; one copy of an operand that every batch shares), then runs the f32
+// kernel of the widened problem on them. The widening is a few values per C row or column: K of them.
+class WidenedF32Kernel final : public Kernel {
+public:
+    WidenedF32Kernel(std::shared_ptr<Kernel> inner, const Problem& p, const Problem& widened, bool avx512,
+                     std::shared_ptr<const ParallelRunner> runner)
+        : Kernel(inner->meta()), inner_(std::move(inner)), p_(p), w_(widened), avx512_(avx512),
+          runner_(std::move(runner)) {}
+    void run(const RunArgs& args) const override {
+        const int64_t a_batches = w_.batch > 1 && w_.stride_a == 0 ? 1 : w_.batch;
+        const int64_t b_batches = w_.batch > 1 && w_.stride_b == 0 ? 1 : w_.batch;
+        const int64_t a_floats = w_.a_rows() * w_.lda, b_floats = w_.b_rows() * w_.ldb;
+        float* a32 = thread_scratch<WidenedF32Kernel, 0>(static_cast<size_t>(a_batches * a_floats));
+        float* b32 = thread_scratch<WidenedF32Kernel, 1>(static_cast<size_t>(b_batches * b_floats));
+        const auto* a = static_cast<const uint8_t*>(args.a);
+        const auto* b = static_cast<const uint8_t*>(args.b);
+        const int64_t a_bytes = dtype_size(p_.a_type) * p_.stride_a, b_bytes = dtype_size(p_.b_type) * p_.stride_b;
+        // Task t < a_batches widens batch t of A, the rest B's; over the threads where there is enough of it.
+        auto widen = [&](int64_t t) {
+            if (t < a_batches)
+                widen_to_f32(a + t * a_bytes, p_.a_type, p_.a_rows(), p_.a_cols(), p_.lda, a32 + t * a_floats, avx512_);
+            else
+                widen_to_f32(b + (t - a_batches) * b_bytes, p_.b_type, p_.b_rows(), p_.b_cols(), p_.ldb,
+                             b32 + (t - a_batches) * b_floats, avx512_);
+        };
+        const int64_t tasks = a_batches + b_batches;
+        const int64_t values = a_batches * a_floats + b_batches * b_floats;
+        const int threads = static_cast<int>(
+            std::clamp<int64_t>(values / kWidenValuesPerThread, 1, std::min<int64_t>(tasks, runner_->num_threads())));
+        if (threads > 1) runner_->parallel_for_in_runs(tasks, threads, widen);
+        else for (int64_t t = 0; t < tasks; ++t) widen(t);
+        RunArgs widened = args;
+        widened.a = a32;
+        widened.b = b32;
+        inner_->run(widened);
+    }
+    size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+
+private:
+    static constexpr int64_t kWidenValuesPerThread = 65536;
+    std::shared_ptr<Kernel> inner_;
+    Problem p_, w_;
+    bool avx512_;
+    std::shared_ptr<const ParallelRunner> runner_;
+};
+
+class WidenedF32Plan final : public Plan {
+public:
+    WidenedF32Plan(std::unique_ptr<Plan> inner, const Problem& p, bool avx512,
+                   std::shared_ptr<const ParallelRunner> runner)
+        : inner_(std::move(inner)), p_(p), w_(plan::widened_f32_problem(p)), avx512_(avx512),
+          runner_(std::move(runner)), generator_(std::string(inner_->generator()) + "_widened") {}
+
+    const char* generator() const override { return generator_.c_str(); }
+    int generator_version() const override { return inner_->generator_version(); }
+    std::string describe() const override { return "widened to f32: " + inner_->describe(); }
+    void append_key(KeyWriter& w) const override {
+        w.i64('W', 3);
+        inner_->append_key(w);
+    }
+    Artifact compile() const override { return inner_->compile(); }
+    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
+        return std::make_shared<WidenedF32Kernel>(inner_->load(artifact, std::move(meta)), p_, w_, avx512_, runner_);
+    }
+
+private:
+    std::unique_ptr<Plan> inner_;
+    Problem p_, w_;
+    bool avx512_;
+    std::shared_ptr<const ParallelRunner> runner_;
+    std::string generator_;
+};
+
 // Low precision: int8 (AMX, VNNI, widened), bf16 (AMX, vdpbf16ps, via f32), f16 (via f32).
 struct LowpFamily {
     using Recipe = plan::X86LowpPlan;
@@ -368,6 +443,9 @@ public:
                                                    dtype_name_or_null(p.a_type) + " b_type=" +
                                                    dtype_name_or_null(p.b_type) + " c_type=" +
                                                    dtype_name_or_null(p.c_type) + ": " + why);
+            if (plan::lowp_widens_to_f32(p, isa_)) {
+                if (auto widened = widened_plan(p)) return widened;
+            }
             return std::make_unique<X86Plan<LowpFamily>>(
                 p, plan::plan_x86_lowp(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
         }
@@ -409,6 +487,19 @@ public:
                 p, plan::plan_x86_gemm_f32_dot(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
         return std::make_unique<X86Plan<BroadcastF32Family>>(
             p, plan::plan_x86_gemm_f32(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
+    }
+
+    // The f32 plan of a widened low-precision problem (plan::lowp_widens_to_f32), or null where its s32 C cannot
+    // be stored by the broadcast tiles (an s32 C needs their store_s32 epilogue over one K block, C never read).
+    std::unique_ptr<Plan> widened_plan(const Problem& p) const {
+        const Problem w = plan::widened_f32_problem(p);
+        const bool avx512 = isa_ >= hw::X86Isa::avx512;
+        if (p.c_type == JITMM_DTYPE_F32) return std::make_unique<WidenedF32Plan>(plan(w, true), p, avx512, runner_);
+        plan::X86GemmPlan recipe = plan::plan_x86_gemm_f32(w, hw::cpu_info(), isa_, runner_->num_threads());
+        if (recipe.kc < w.k || recipe.k_split_ready) return nullptr;
+        recipe.layout.store_s32 = true;
+        return std::make_unique<WidenedF32Plan>(std::make_unique<X86Plan<BroadcastF32Family>>(w, recipe, runner_), p,
+                                                avx512, runner_);
     }
 
     std::string describe(jitmm_report_format format) const override {

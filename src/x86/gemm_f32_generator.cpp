@@ -605,7 +605,10 @@ private:
             call_back(activation_chain_[static_cast<size_t>(rows_ * nvec_)]);
             mov(r11, rdx);
             for (int i = 0; i < rows_; ++i) {
-                for (int j = 0; j < nvec_; ++j) store_to(r11, j * vlen_ * 4, acc(i, j), is_tail_vector(j));
+                for (int j = 0; j < nvec_; ++j) {
+                    if (L_.store_s32) vcvtps2dq(acc(i, j), acc(i, j));
+                    store_to(r11, j * vlen_ * 4, acc(i, j), is_tail_vector(j));
+                }
                 if (i + 1 < rows_) advance(r11, r10, L_.ldc * 4);
             }
             return;
@@ -615,6 +618,7 @@ private:
             for (int j = 0; j < nvec_; ++j) {
                 scale_and_add(w, i, j, t0);
                 math_.apply(act, acc(i, j), t0, t1, t2);
+                if (L_.store_s32) vcvtps2dq(acc(i, j), acc(i, j));
                 store_to(r11, j * vlen_ * 4, acc(i, j), is_tail_vector(j));
             }
             if (i + 1 < rows_) advance(r11, r10, L_.ldc * 4);
@@ -705,6 +709,10 @@ GeneratedCode generate_gemm_f32(const GemmF32Layout& layout, const std::vector<U
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: next A tile prefetch needs rows within 32 bits");
     if (layout.b_prefetch_runs > 0 && int64_t(layout.b_prefetch_runs - 1) * layout.b_prefetch_ld >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: B prefetch runs exceed 32-bit displacements");
+    if (layout.store_s32 && (layout.beta != 0.0f || finish != nullptr ||
+                             std::any_of(variants.begin(), variants.end(),
+                                         [](const UkernelVariant& v) { return !v.first || !v.last; })))
+        fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: an s32 C is stored once, never read back");
     if (layout.c_next_prefetch && layout.ldc * 4 >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "gemm_f32 generator: C rows exceed 32-bit displacements");
     for (const auto& v : variants) {

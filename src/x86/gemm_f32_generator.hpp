@@ -34,6 +34,10 @@ struct GemmF32Layout {
     float alpha = 1, beta = 0;
     BiasKind bias = BiasKind::none;
     Activation activation = Activation::none;
+    // C is s32 (a widened int8 problem, plan::lowp_widens_to_f32): each value converted to an integer before its
+    // store (exact: the sums are integers below 2^24). Only where C is written once and never read (one K
+    // block, beta 0).
+    bool store_s32 = false;
     int k_unroll = 4;
     bool b_from_memory = false;           // AVX-512, mr <= 2: FMAs read B from memory (no B registers)
     int b_prefetch_k = 0;                 // > 0: prefetcht0 the B row this many k steps ahead (its lines
