@@ -1475,6 +1475,64 @@ TEST_CASE("x86 lowp: a transposed A packs into the panels element by element wou
     }
 }
 
+TEST_CASE("x86 lowp: short A rows packed back to back, several to a vector (byte permutes), never past A's end",
+          "[x86][lowp]") {
+    // A stored M x K with padded rows of at most 32 bytes packed densely (panel_ld = k_padded): several rows per
+    // vector where the chip has VBMI, the rest row by row; an s8 A shifted for VNNI. A ends at a PROT_NONE page;
+    // the panel past its rows must stay as it was.
+    using jitmm::plan::LowpStep;
+    struct Step {
+        LowpStep step;
+        jitmm_dtype type;
+        uint8_t flip;
+    };
+    const Step steps[] = {{LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80}, {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},
+                          {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}, {LowpStep::amx_int8, JITMM_DTYPE_S8, 0}};
+    const long page = sysconf(_SC_PAGESIZE);
+    std::mt19937 rng(7117);
+    std::uniform_int_distribution<int> byte(0, 255);
+    int it = 0;
+    for (const Step& st : steps) {
+        const int64_t esz = type_size(st.type);
+        const int64_t group = jitmm::plan::step_group(st.step);
+        for (int rows : {1, 2, 3, 5, 6, 12, 13, 64, 333}) {
+            for (int64_t k_len = 1; k_len * esz <= 32; ++k_len) {
+                ++it;
+                const int64_t k_padded = (k_len + group - 1) / group * group;
+                if (k_padded * esz > 32) continue;
+                const int64_t lda = k_len + (it % 3 == 0 ? 0 : it % 7);
+                const int64_t i0 = it % 2;
+                const int64_t bytes = ((i0 + rows - 1) * lda + k_len) * esz;
+                const size_t span = static_cast<size_t>((bytes + page - 1) / page * page);
+                void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                REQUIRE(map != MAP_FAILED);
+                REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
+                auto* a = static_cast<uint8_t*>(map) + span - bytes;
+                for (int64_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(byte(rng));
+                INFO("step " << int(st.step) << " rows " << rows << " k_len " << k_len << " lda " << lda << " i0 "
+                             << i0);
+                const int panel_rows = rows + 2;
+                std::vector<uint8_t> panel(size_t(panel_rows * k_padded * esz), 0xa5);
+                jitmm::x86::pack_a_lowp(st.step, st.type, a, lda, false, i0, rows, 0, k_len, k_padded, k_padded,
+                                        panel.data());
+                int64_t wrong = 0;
+                for (int64_t r = 0; r < panel_rows; ++r)
+                    for (int64_t k = 0; k < k_padded; ++k)
+                        for (int64_t b = 0; b < esz; ++b) {
+                            uint8_t want = 0xa5;  // untouched
+                            if (r < rows && k < k_len)
+                                want = static_cast<uint8_t>(a[size_t(((i0 + r) * lda + k) * esz + b)] ^ st.flip);
+                            else if (r < rows)
+                                want = 0;
+                            wrong += panel[size_t((r * k_padded + k) * esz + b)] != want;
+                        }
+                munmap(map, span + page);
+                REQUIRE(wrong == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("x86 lowp: A stored K x M (TN, TT) over odd rows, K tails, ld pads, tiers and threads", "[x86][lowp]") {
     // The transposing A packer through whole calls: row counts that leave 8- and 16-row block tails, K tails
     // inside a 64-byte vector, several K blocks, lda > M, int8 (exact) and 16-bit inputs, 1 and 3 threads.

@@ -41,6 +41,8 @@ constexpr int64_t kPrefetchMinABytes = int64_t(1) << 20;  // and for an A of at 
 // thread, median us, 4 / 8 / 16 / 32 KB: 55x2x3 NT s8 x23 3.29 / 2.64 / 2.32 / 2.68, 40x40x40 s8 x16 8.75 / 6.56 /
 // 5.60 / 6.46; 45x100x64 bf16 x12, two batches of 16 KB at 32 KB, 13.7 -> 17.0).
 constexpr int64_t kSmallGroupBytes = int64_t(16) << 10;
+// Dense A rows of a small call are packed in blocks of row tiles of about this much (in L1 for its tiles).
+constexpr int64_t kDenseABlockBytes = int64_t(8) << 10;
 
 // JITMM_X86_LOWP_SHARE_A=0: every task packs its own panels (measurements).
 bool share_off() {
@@ -448,7 +450,11 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // An A stored K x M is packed for a whole M block at once, K block by K block: its stored rows are then
     // read front to back across the block. Packed tile by tile, each tile read a few bytes of every stored row,
     // strides that defeat the prefetchers (3072x2x1024 TN s8, 1 thread: 570-1100 us, against 205 NN).
-    const bool pack_a_by_block = pack_a && !shared_a_panels && p_.trans_a;
+    // So are rows packed back to back (one short K block: plan.a_panel_ld is K rounded to steps), whose panels
+    // tile by tile are the same bytes in one call per block instead of a call and its setup per row tile (see
+    // run_small's dense A rows).
+    const bool dense_a_rows = !amx && k_blocks_ == 1 && plan_.a_panel_ld == panel_groups(L, p_.k) * g;
+    const bool pack_a_by_block = pack_a && !shared_a_panels && (p_.trans_a || dense_a_rows);
     const int64_t block_tiles = pack_a_by_block ? ceil_div(std::min(plan_.mc, ch.m1 - ch.m0), int64_t(mr)) : 1;
     uint8_t* a_panels =
         pack_a && !shared_a_panels
@@ -708,12 +714,33 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                         b_packed + i * b_stride, sums, pack_vbmi_);
         if (sums) scale_column_sums(sums, p_.n, comp_factor_);  // complete at once (one K block)
     };
+    // Rows packed back to back (a short K in one block, plan.a_panel_ld = K rounded to steps) are packed a block
+    // of row tiles per call: the same panels as tile by tile, but one call and its setup per block instead of
+    // per row tile, which a K of a few values made most of the packing (1 thread, bf16 46x16x9 NT x7 1.90 ->
+    // 1.57 us).
+    const int64_t a_row_bytes = plan_.a_panel_ld * esz;
+    const bool dense_a_rows = !amx && !p_.trans_a && plan_.a_panel_ld == groups * g;
+    const int64_t a_block_rows =
+        dense_a_rows ? std::max<int64_t>(mr, kDenseABlockBytes / a_row_bytes / mr * mr) : int64_t(mr);
     if (!row_split && !col_split) {  // one kind: batch by batch
         for (int64_t bt = batch_begin; bt < batch_end; ++bt) {
             pack_b(bt, 0);
             const auto* a = static_cast<const uint8_t*>(args.a) + bt * p_.stride_a * a_size;
             auto* c = static_cast<uint8_t*>(args.c) + bt * p_.stride_c * c_size;
             const bool pack_a = packs_a(a);
+            if (pack_a && dense_a_rows) {
+                uint8_t* a_block = scratch<1>(static_cast<size_t>(a_block_rows * a_row_bytes));
+                call.a_stride = a_row_bytes;
+                for (int64_t i0 = 0; i0 < p_.m; i0 += a_block_rows) {
+                    const int64_t rows = std::min(a_block_rows, p_.m - i0);
+                    pack_a_lowp(L.step, p_.a_type, a, p_.lda, false, i0, static_cast<int>(rows), 0, p_.k, groups * g,
+                                plan_.a_panel_ld, a_block);
+                    for (int64_t ir = i0; ir < i0 + rows; ir += mr)
+                        run_row_tile(b_panels_of(bt, 0), 0, c, ir, a_block + (ir - i0) * a_row_bytes, 0, full_panels,
+                                     full_panels * nr < p_.n);
+                }
+                continue;
+            }
             for (int64_t ir = 0; ir < p_.m; ir += mr)
                 run_row_tile(b_panels_of(bt, 0), 0, c, ir, a_tile_at(a, pack_a, ir), 0, full_panels,
                              full_panels * nr < p_.n);
