@@ -1910,6 +1910,37 @@ TEST_CASE("x86 lowp: few columns computed as C transposed below AMX", "[x86][low
             CHECK(generator_of(e.e, d) == t.generator);
             d.n = t.max_columns + 1; d.ldc = d.n;
             CHECK(generator_of(e.e, d) != t.generator);
+            // A stored K x M (TN, TT): up to 24 columns, the A as stored packed as the swapped problem's B.
+            for (int it = 0; it < 8; ++it) {
+                Case c;
+                c.a = c.b = t.ab;
+                c.c = t.c;
+                c.m = it % 2 ? 532 : 40 + 13 * it;
+                c.n = 2 + (it * 5) % 23;
+                c.k = it % 3 == 0 ? 1386 : 32 + 19 * it;
+                c.ta = true;
+                c.tb = it % 2 == 0;
+                c.batch = it % 4 == 1 ? 3 : 1;
+                c.share_b = it == 5;
+                c.lda_pad = it % 3;
+                c.ldb_pad = (it + 1) % 2;
+                c.ldc_pad = it % 3 == 2 ? 1 : 0;
+                c.poison_pads = t.ab == JITMM_DTYPE_BF16;
+                c.beta = it % 3 == 0 ? (t.c == JITMM_DTYPE_F32 ? -1.0f : 1.0f) : 0.0f;
+                if (t.c == JITMM_DTYPE_F32) {
+                    c.alpha = it % 2 ? 0.5f : 1.0f;
+                    c.epilogue = static_cast<jitmm_epilogue>((it * 5 + 1) % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = it % 2 ? JITMM_BIAS_PER_COLUMN : JITMM_BIAS_PER_ROW;
+                }
+                INFO(t.tier << " threads " << threads << " " << describe(c));
+                check_case(e.e, c, rng);
+            }
+            d.trans_a = 1; d.trans_b = 0;
+            d.m = 2000; d.n = 24; d.k = 300;
+            d.lda = 2000; d.ldb = 24; d.ldc = 24;
+            CHECK(generator_of(e.e, d) == t.generator);
+            d.n = 25; d.ldb = 25; d.ldc = 25;
+            CHECK(generator_of(e.e, d) != t.generator);
         }
     }
 }

@@ -201,8 +201,9 @@ std::string lowp_unsupported_reason(const Problem& p, const hw::CpuInfo& cpu, hw
 X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads);
 
 // Whether bf16 (f32 C) or s8 x s8 (s32 or f32 C, no scales) over few columns runs as C^T = op(B)^T op(A)^T, few
-// rows times a B stored N x K (the swapped problem on the vdpbf16ps or VNNI dot products, transposed into C
-// after), below the AMX tier.
+// rows times a B stored N x K where A is stored M x K (the swapped problem on the vdpbf16ps or VNNI dot
+// products), or stored K x N where A is stored K x M (up to 24 columns: A packed as that problem's B instead
+// of transposed), transposed into C after; below the AMX tier.
 bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa);
 
 // Whether a low-precision problem of a very short K runs in f32 on operands widened to f32 (x86::widen_to_f32):
