@@ -1308,12 +1308,13 @@ bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
 
 // The widened route up to this K: a K of 1-3 is all C, which the f32 tiles (row sweeps) store at their full
 // rate. 1 thread, Zen 4, 30 random shapes of K <= 16 per type, median of 3 alternated rounds, geomean speedup
-// of widening by K: s8 K 1 2.5x (3281x16x3 NT x41 586 -> 176 us, 564x5x2 NT 2.50 -> 0.70), K 2-3 2.1x, K 4
-// mixed (0.79, 1.52), K 5-16 0.46-0.88x; bf16 K 1 1.69x (2462x12x1 NT x32 178 -> 69), K 2 even, K 3 1.7x, K 4
-// 0.86x.
+// of widening by K, against the low-precision tiles with A packed a block of row tiles per call: bf16 K 1 1.48x
+// (2462x12x1 NT x32 178 -> 69 us), K 2 even, K 3 1.28x, K 4 0.81x (K 5-16 0.56-0.97x before); s8 K 1 1.6x
+// (3281x16x3 NT x41 586 -> 176, 564x5x2 NT 2.50 -> 0.70), K 2 1.24x, K 3 even, K 4 0.78x.
 constexpr int64_t kWidenMaxK = 3;
-// A u8 A is read in place by the VNNI tiles already (no packing): widening gains at K 1 only (1.34x; K 2 even,
-// K 3 0.86x).
+constexpr int64_t kS8WidenMaxK = 2;
+// A u8 A is read in place by the VNNI tiles already (no packing): widening gains at K 1 only (1.31x; K 2 even,
+// K 3 0.85x).
 constexpr int64_t kU8WidenMaxK = 1;
 // f16 without AVX512-FP16 converts in the kernel (fma_f32), which the f32 tiles on widened operands beat up to
 // a K of about 32 from 8 rows (40 random shapes of K 10-64: 31x19x10 x35 2.5x, 294x18x12 x21 1.13x, 669x3397x13
@@ -1326,6 +1327,7 @@ int64_t widen_max_k(const Problem& p, hw::X86Isa isa) {
     if (p.a_type == JITMM_DTYPE_F16)
         return isa < hw::X86Isa::avx512_fp16 && p.m >= kF16WidenMinRows ? kF16WidenMaxK : kWidenMaxK;
     if (p.a_type == JITMM_DTYPE_U8) return kU8WidenMaxK;
+    if (p.a_type == JITMM_DTYPE_S8) return kS8WidenMaxK;
     return kWidenMaxK;
 }
 
