@@ -975,8 +975,9 @@ TEST_CASE("x86 f32: short K swept down M in one generated call", "[x86][matmul]"
                 swept += generator_name(e, c, true).find("row-sweep") != std::string::npos;
                 check_case(e, c, rng);
             }
-            // (Some cases go elsewhere at some tiers and thread counts; most are swept.)
-            CHECK(swept >= 6);
+            // (Some cases go elsewhere at some tiers; over several threads only batches that share them out
+            // evenly are swept.)
+            CHECK(swept >= (threads == 1 ? 6 : 1));
             jitmm_engine_destroy(e);
         }
     }
@@ -991,6 +992,9 @@ TEST_CASE("x86 f32: short K swept down M in one generated call", "[x86][matmul]"
         p.m = 74; p.n = 1910; p.k = 7; p.trans_b = true; p.lda = 7; p.ldb = 7; p.ldc = 1910;
         CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1).row_sweep);
         CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 2).row_sweep);
+        p.batch = 4; p.stride_a = 74 * 7; p.stride_b = 1910 * 7; p.stride_c = 74 * 1910;
+        CHECK(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 2).row_sweep);
+        CHECK_FALSE(jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 3).row_sweep);
     }
 }
 

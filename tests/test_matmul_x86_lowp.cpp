@@ -1935,12 +1935,14 @@ TEST_CASE("x86 lowp: few columns computed as C transposed below AMX", "[x86][low
                 INFO(t.tier << " threads " << threads << " " << describe(c));
                 check_case(e.e, c, rng);
             }
+            // (The swapped problem is NN there: bf16 takes the converted FMAs where vdpbf16ps runs at half rate.)
+            auto computed_transposed = [&] { return generator_of(e.e, d).find("_ct") != std::string::npos; };
             d.trans_a = 1; d.trans_b = 0;
             d.m = 2000; d.n = 24; d.k = 300;
             d.lda = 2000; d.ldb = 24; d.ldc = 24;
-            CHECK(generator_of(e.e, d) == t.generator);
+            CHECK(computed_transposed());
             d.n = 25; d.ldb = 25; d.ldc = 25;
-            CHECK(generator_of(e.e, d) != t.generator);
+            CHECK_FALSE(computed_transposed());
         }
     }
 }

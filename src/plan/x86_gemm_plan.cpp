@@ -630,16 +630,16 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     }
     // A short K with one K block and one N block: each tile is a few hundred cycles of FMAs, against which the
     // driver's loop and a call per tile cost 15-20% (809x32x4: 3.29 -> 2.76 us as one call); the row sweep runs
-    // the row tiles in one generated loop instead. Row chunks only (tasks of whole row tiles, more than one
-    // per batch where the batches alone would leave threads idle). A B to pack is packed whole by each task:
-    // only where it is small and a batch is one task (packing a transposed B is most of such a call: 2 threads,
-    // 74x1910x7 NT, 14 us with each thread packing its half for the driver's N chunks, 23 with one packing for
-    // both row chunks).
+    // the row tiles in one generated loop instead. A batch is one task: over several threads only where the
+    // batches share them out evenly, the driver's partition of M and N serving the rest (16 threads on the GPU
+    // machine's host, median us of 3 alternated rounds, driver -> sweeps of row chunks: 1135x139x2 x52 170 ->
+    // 239, 6x3552x13 5.2 -> 8.1; a B packed whole by each of a batch's row chunks: 2 threads, 74x1910x7 NT 14 ->
+    // 23).
     const bool sweep_batches_balance = threads == 1 || p.batch % threads == 0 || p.batch >= 4 * int64_t(threads);
     const double packed_b_bytes = 4.0 * double(round_up(p.n, nr)) * double(p.k);
     const bool sweep_fits = !plan.single_call && !plan.pack_a && p.k <= plan.kc && p.k <= kRowSweepMaxK &&
                             n_tiles <= kRowSweepMaxPanels && plan.nc >= p.n && !L.b_from_memory &&
-                            (!plan.pack_b || (packed_b_bytes <= double(l2) / 4 && sweep_batches_balance));
+                            sweep_batches_balance && (!plan.pack_b || packed_b_bytes <= double(l2) / 4);
     plan.row_sweep = sweep_fits;
     if (const char* v = std::getenv("JITMM_X86_ROW_SWEEP")) plan.row_sweep = sweep_fits && std::atoi(v) != 0;
     if (plan.row_sweep && plan.pack_b) {
@@ -716,7 +716,7 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // Each batch's C is cut into M x N chunks by the partition's cost model: a 1-D split over N makes every
     // task pack all of A for a few panels (512^3 on 16 threads: 16 x 1 tiles), a 2-D one shares the packing.
     if (plan.row_sweep) {
-        plan.m_chunks = sweep_batches_balance ? 1 : static_cast<int>(std::min<int64_t>(m_tiles, threads));
+        plan.m_chunks = 1;
     } else if (!plan.single_call) {
         PartitionInput in;
         in.batch = p.batch;

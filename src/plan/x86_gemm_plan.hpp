@@ -21,8 +21,8 @@ struct X86GemmPlan {
     bool pack_a = false;        // each A row tile copied into a panel just before its use
     int64_t a_panel_ld = 0;     // packed A row stride: [mr][a_panel_ld] (A as stored) or [k][mr] (trans_a)
     bool single_call = false;   // small problem: every tile emitted into one function, one call per batch
-    bool row_sweep = false;     // short K, one K and one N block: one generated call per (batch, row chunk) runs
-                                // its row tiles (x86::RowSweep); B, if packed, packed whole by each task
+    bool row_sweep = false;     // short K, one K and one N block: one generated call per batch runs its row
+                                // tiles (x86::RowSweep); B, if packed, packed whole just before it
     bool k_split_ready = false; // few tiles, several K blocks: the K-split variants and finish are generated
     int threads = 1;            // threads the run fans out to
     int m_chunks = 1, n_chunks = 1;  // each batch's C split into m_chunks x n_chunks tile-aligned parts

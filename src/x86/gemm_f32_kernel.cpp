@@ -223,17 +223,12 @@ void GemmF32Kernel::run(const RunArgs& args) const {
     }
 }
 
-// Tasks of (batch, row chunk): each chunk's full row tiles in one sweep call, the batch's last chunk with the row
-// tail. A B to pack is packed whole by each task into its thread's panels (K is short: a few hundred KB at most;
-// the plan packs only where a batch is one task).
+// One sweep call per batch (the plan sweeps only where the batches share the threads out evenly): its full row
+// tiles and the row tail. A B to pack is packed whole first, into the thread's panels (K is short: a few
+// hundred KB at most).
 void GemmF32Kernel::run_sweep(const float* a, const float* b, float* c, const float* bias) const {
     const int mr = plan_.layout.mr, nr = plan_.nr();
-    const int64_t full_tiles = p_.m / mr, chunks = plan_.m_chunks;
-    auto task = [&](int64_t t) {
-        const int64_t batch = t / chunks, chunk = t % chunks;
-        const int64_t r0 = full_tiles * chunk / chunks, r1 = full_tiles * (chunk + 1) / chunks;
-        const bool with_tail = chunk + 1 == chunks && p_.m % mr != 0;
-        if (r0 == r1 && !with_tail) return;
+    auto one_batch = [&](int64_t batch) {
         const float* b_batch = b + batch * p_.stride_b;
         if (plan_.pack_b) {
             float* panels = pack_buffer<1>(static_cast<size_t>(ceil_div(p_.n, nr) * nr * p_.k));
@@ -241,14 +236,10 @@ void GemmF32Kernel::run_sweep(const float* a, const float* b, float* c, const fl
                        panels);
             b_batch = panels;
         }
-        const int64_t row0 = r0 * mr;
-        const float* a_rows = a + batch * p_.stride_a + (p_.trans_a ? row0 : row0 * p_.lda);
-        const float* bias_rows = bias && p_.bias == BiasKind::per_row ? bias + row0 : bias;
-        sweep_(a_rows, b_batch, c + batch * p_.stride_c + row0 * p_.ldc, bias_rows, r1 - r0, with_tail ? 1 : 0);
+        sweep_(a + batch * p_.stride_a, b_batch, c + batch * p_.stride_c, bias, p_.m / mr, p_.m % mr != 0 ? 1 : 0);
     };
-    const int64_t tasks = p_.batch * chunks;
-    if (plan_.threads > 1) runner_->parallel_for_in_runs(tasks, plan_.threads, task);
-    else for (int64_t t = 0; t < tasks; ++t) task(t);
+    if (plan_.threads > 1) runner_->parallel_for_in_runs(p_.batch, plan_.threads, one_batch);
+    else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
 }
 
 int64_t GemmF32Kernel::a_tile_floats() const {
