@@ -3615,6 +3615,23 @@ TEST_CASE("x86 lowp planner: VNNI dot products for decode rows only where K is m
     CHECK(dot(2, 4096, 32, JITMM_DTYPE_U8, X86Isa::amx));
     CHECK(dot(4, 4096, 64, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
     CHECK(dot(16, 4096, 4096, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
+    // A core of one zmm FMA per cycle (Zen 4) packs B further: 2 rows from half a vector of K, 4 from one, 8 up
+    // to three.
+    jitmm::hw::CpuInfo zen4 = cpu;
+    zen4.amx_tile = zen4.amx_bf16 = zen4.amx_int8 = false;
+    zen4.zmm_fma_per_cycle = 1;
+    const auto dot_zen4 = [&](int64_t m, int64_t n, int64_t k) {
+        jitmm::Problem p = planner_problem(m, n, k, false, true, JITMM_DTYPE_S8, JITMM_DTYPE_S32);
+        const auto plan = jitmm::plan::plan_x86_lowp(p, zen4, X86Isa::avx512_bf16, 1);
+        INFO(plan.describe());
+        return plan.layout.dot_nt;
+    };
+    CHECK_FALSE(dot_zen4(2, 4096, 32));
+    CHECK(dot_zen4(2, 4096, 64));
+    CHECK_FALSE(dot_zen4(4, 4096, 64));
+    CHECK(dot_zen4(4, 4096, 128));
+    CHECK_FALSE(dot_zen4(8, 3000, 192));
+    CHECK(dot_zen4(8, 3000, 512));
 }
 
 TEST_CASE("x86 lowp planner: the AMX roles swap only over an N wide for the rows", "[x86][lowp][plan]") {

@@ -600,15 +600,28 @@ constexpr int64_t kDotMaxRowsSmallB = 8;
 // 16x2048x32 NT 31.9 -> 12.3, 12x3000x24 34.5 -> 19.9, 16x1024x64 15.0 -> 10.1; AMX tier u8 -> f32 8x2560x10
 // 18.2 -> 8.4, 16x2048x32 29.5 -> 5.1, 4x4096x16 14.7 -> 3.1, 5x4096x32 20.0 -> 5.7). Fewer rows keep the dot
 // products (s8 4x4096x64 15.2 against 31.0, u8 2x4096x32 6.5 against 10.2, 3x4096x16 even).
+// A core of one zmm FMA per cycle (Zen 4: zmm ops in two halves, the reductions' shuffles too) moves all three:
+// 2-3 rows take B packed up to half a vector of K, 4-7 up to a whole one and 8 or more up to three (1 thread, median us, dot -> packed: s8 2x4096x16 NT 7.4 -> 4.1, 3x4096x32 10.0 -> 7.1, 4x3000x34
+// 12.9 -> 8.2, 4x3000x64 12.3 -> 10.4, u8 4x3000x64 10.4 -> 8.2; s8 8x3000x100 30.9 -> 23.3, 12x3000x128 45.3 ->
+// 33.9, 16x3000x160 75.7 -> 51.2; even from 256 at 12 and 16 rows, the dot products ahead from 512: 16x3000x512
+// 153 against 327). Past those the dot products keep them (2x3000x64 5.0 against 8.7, 3x4096x64 9.6 against
+// 12.9).
 constexpr int64_t kDotMinRowsShortK = 6;
 constexpr int64_t kDotMinRowsHalfK = 4;
+constexpr int64_t kDotMinRowsHalfVector = 2;
+constexpr int64_t kDotMinRowsOneVector = 4;
+constexpr int64_t kDotMinRowsThreeVectors = 8;
 
-bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa) {
+bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa, const hw::CpuInfo& cpu) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
     if (env != nullptr && env[0] == '0') return false;
     const int64_t k_bytes = p.k * dtype_size(p.b_type);
+    const bool halved_zmm = cpu.zmm_fma_per_cycle == 1;
     const bool reductions_dominate =
-        (k_bytes <= 64 && p.m >= kDotMinRowsShortK) || (k_bytes <= 32 && p.m >= kDotMinRowsHalfK);
+        halved_zmm ? (k_bytes <= 32 && p.m >= kDotMinRowsHalfVector) ||
+                         (k_bytes <= 64 && p.m >= kDotMinRowsOneVector) ||
+                         (k_bytes <= 192 && p.m >= kDotMinRowsThreeVectors)
+                   : (k_bytes <= 64 && p.m >= kDotMinRowsShortK) || (k_bytes <= 32 && p.m >= kDotMinRowsHalfK);
     // zmm and mask registers: the AVX-512 VNNI tiers only (AVX-VNNI at avx2 packs B).
     return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows &&
            !reductions_dominate && p.a_zero_point == 0 &&
@@ -854,7 +867,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // place, where AMX would pack all of B per call (1x1024x2000 NT s8, what a 1024x2000 matrix times a vector
     // becomes, 1 thread: AMX 97 us, VNNI dot 32) and the swapped AMX path copies them tile by tile.
     const bool int8_dot = L.step == LowpStep::amx_int8 && p.b_type == JITMM_DTYPE_S8 &&
-                          dot_fits(p, LowpStep::vnni_u8s8, L.isa);
+                          dot_fits(p, LowpStep::vnni_u8s8, L.isa, cpu);
     if (bf16_dot_fits(p, L, num_threads, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024)) {
         L.step = LowpStep::dot_bf16;
         return plan_dot(p, L, num_threads);
@@ -868,7 +881,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.compensate = shifted || p.a_zero_point != 0;
     if (swap)
         return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
-    if (dot_fits(p, L.step, L.isa) || f16_dot_fits(p, L)) return plan_dot(p, L, num_threads);
+    if (dot_fits(p, L.step, L.isa, cpu) || f16_dot_fits(p, L)) return plan_dot(p, L, num_threads);
 
     const int g = step_group(L.step);
     const int esz = step_elem_bytes(L.step);
