@@ -2257,6 +2257,8 @@ TEST_CASE("x86 lowp AMX: tiles configured per task on pool threads and released 
 
 TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated function, tails overlapping",
           "[x86][lowp][amx]") {
+    // (The shortest K here would be widened to f32 otherwise: this is the AMX function's test.)
+    EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
     // gemm_amx_whole_generator: K one to four equal tile steps (up to 64 bytes each), one thread, direct stores.
     // M and N past 16 that end inside a tile take one more whole tile ending at the last row or column (it
     // overlaps the one before: those values are stored twice); under 16, one short tile. A K that ends inside
@@ -4714,18 +4716,30 @@ TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and
         return p;
     };
     const X86Isa isa = X86Isa::avx512_bf16;
-    CHECK(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 2), isa));
-    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 3), isa));
-    CHECK(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 3), isa));
-    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 4), isa));
-    CHECK(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 1), isa));
-    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 2), isa));
-    CHECK(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), isa));
-    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), X86Isa::avx512_fp16));
+    // (A core of one zmm FMA per cycle, as Zen 4; two widen a packed int8 A further, below.)
+    jitmm::hw::CpuInfo cpu;
+    cpu.zmm_fma_per_cycle = 1;
+    auto widens = [&](const jitmm::Problem& p, X86Isa tier) { return jitmm::plan::lowp_widens_to_f32(p, tier, cpu); };
+    CHECK(widens(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 2), isa));
+    CHECK_FALSE(widens(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 3), isa));
+    CHECK(widens(plain(JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 3), isa));
+    CHECK_FALSE(widens(plain(JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 4), isa));
+    CHECK(widens(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 1), isa));
+    CHECK_FALSE(widens(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 2), isa));
+    CHECK(widens(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), isa));
+    CHECK_FALSE(widens(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), X86Isa::avx512_fp16));
     jitmm::Problem scaled = plain(JITMM_DTYPE_S8, JITMM_DTYPE_F32, 2);
     scaled.a_scale = jitmm::ScaleMode::per_tensor;
-    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(scaled, isa));
+    CHECK_FALSE(widens(scaled, isa));
     jitmm::Problem accumulating = plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 2);
     accumulating.beta = 1.0f;
-    CHECK_FALSE(jitmm::plan::lowp_widens_to_f32(accumulating, isa));
+    CHECK_FALSE(widens(accumulating, isa));
+    cpu.zmm_fma_per_cycle = 2;
+    CHECK(widens(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 4), X86Isa::amx));
+    CHECK_FALSE(widens(plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 5), X86Isa::amx));
+    CHECK_FALSE(widens(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 2), X86Isa::amx));
+    jitmm::Problem u8_transposed = plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 4);
+    u8_transposed.trans_a = true;
+    u8_transposed.lda = 300;
+    CHECK(widens(u8_transposed, X86Isa::amx));
 }

@@ -210,7 +210,7 @@ bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa);
 // C is then the work, which the f32 tiles store at their full rate, where the low-precision tiles pack A a row
 // at a time and spend a k group (2 or 4 values) per step on a K of 1-3. f32 C, or s32 C stored exactly (alpha 1,
 // beta 0, no bias, relu at most); no scales or zero point. Requires lowp_unsupported_reason(p, ...) empty.
-bool lowp_widens_to_f32(const Problem& p, hw::X86Isa isa);
+bool lowp_widens_to_f32(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu);
 // The f32 problem on the widened operands: A and B f32 with tight rows (and batch strides, 0 kept), C and the
 // rest as p (an s32 C written through layout.store_s32).
 Problem widened_f32_problem(const Problem& p);

@@ -443,7 +443,7 @@ public:
                                                    dtype_name_or_null(p.a_type) + " b_type=" +
                                                    dtype_name_or_null(p.b_type) + " c_type=" +
                                                    dtype_name_or_null(p.c_type) + ": " + why);
-            if (plan::lowp_widens_to_f32(p, isa_)) {
+            if (plan::lowp_widens_to_f32(p, isa_, hw::cpu_info())) {
                 if (auto widened = widened_plan(p)) return widened;
             }
             return std::make_unique<X86Plan<LowpFamily>>(
