@@ -1305,11 +1305,21 @@ constexpr int64_t kInt8CtMinRows = 24;
 // (64x32x1386 s8 0.78x, 2000x32x32 bf16 0.92x, 532x32x2500 s8 1.36x).
 constexpr int64_t kCtTransposedAMaxColumns = 24;
 
-bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa) {
+// The scratch C^T of all the batches is written, then read back by the transposes: where it passes half of L2
+// and K is under kCtShortKBytes, that round trip outweighs what the swap gains over an A as stored (1 thread,
+// Zen 4, median us of 2 alternated rounds, C^T -> tiles: s8 1283x7x52 x40 (1.4 MB of C) 585 -> 449, x20 269 ->
+// 230, 3000x8x64 x6 229 -> 166, 2044x4x58 x32 even; bf16 1283x7x52 x20 258 -> 231; kept: s8 500x6x200 x30 (360 KB)
+// 254 against 317, bf16 2000x5x128 x16 591 against 741). An A stored K x M keeps it: the tiles would transpose A.
+constexpr int64_t kCtShortKBytes = 128;
+
+bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu) {
     if (const char* v = std::getenv("JITMM_X86_LOWP_CT")) {
         if (v[0] == '0') return false;
     }
     if (isa >= hw::X86Isa::amx || p.n < 2 || p.m <= p.n || p.quantized() || p.a_zero_point != 0) return false;
+    const int64_t l2 = cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024;
+    const double c_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.n);
+    if (!p.trans_a && c_bytes > double(l2) / 2 && p.k * dtype_size(p.a_type) < kCtShortKBytes) return false;
     const bool bf16 = isa >= hw::X86Isa::avx512_bf16 && p.a_type == JITMM_DTYPE_BF16 &&
                       p.b_type == JITMM_DTYPE_BF16 && p.c_type == JITMM_DTYPE_F32 && p.n <= (p.trans_a ? kCtTransposedAMaxColumns : kBf16CtMaxColumns) &&
                       p.k >= kBf16CtMinK;

@@ -204,7 +204,8 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
 // rows times a B stored N x K where A is stored M x K (the swapped problem on the vdpbf16ps or VNNI dot
 // products), or stored K x N where A is stored K x M (up to 24 columns: A packed as that problem's B instead
 // of transposed), transposed into C after; below the AMX tier.
-bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa);
+// Not where the scratch C^T of a short K passes half of L2 (its round trip then costs more than the swap gains).
+bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu);
 
 // Whether a low-precision problem of a very short K runs in f32 on operands widened to f32 (x86::widen_to_f32):
 // C is then the work, which the f32 tiles store at their full rate, where the low-precision tiles pack A a row

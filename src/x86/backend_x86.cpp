@@ -433,7 +433,7 @@ public:
             return plan(outer, c_transposable);
         }
         if (serves_as_swapped(p)) return std::make_unique<SwappedOperandsPlan>(plan(swapped_operands(p)));
-        if (c_transposable && plan::is_lowp_problem(p) && plan::lowp_serves_with_c_transposed(p, isa_))
+        if (c_transposable && plan::is_lowp_problem(p) && plan::lowp_serves_with_c_transposed(p, isa_, hw::cpu_info()))
             return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
                                                      isa_ >= hw::X86Isa::avx512, runner_);
         if (plan::is_lowp_problem(p)) {
