@@ -1945,6 +1945,21 @@ TEST_CASE("x86 lowp: few columns computed as C transposed below AMX", "[x86][low
             CHECK_FALSE(computed_transposed());
         }
     }
+    // The planner: a short K whose scratch C^T passes half of L2 stays on the tiles (A as stored); a long K, or
+    // an A stored K x M, keeps C^T.
+    jitmm::hw::CpuInfo cpu;
+    cpu.l2_bytes = 1024 * 1024;
+    jitmm::Problem p;
+    p.m = 1283; p.n = 7; p.k = 52; p.lda = 52; p.ldb = 7; p.ldc = 7;
+    p.a_type = p.b_type = JITMM_DTYPE_S8;
+    p.c_type = JITMM_DTYPE_S32;
+    CHECK(jitmm::plan::lowp_serves_with_c_transposed(p, X86Isa::avx512_bf16, cpu));
+    p.batch = 20; p.stride_a = 1283 * 52; p.stride_b = 52 * 7; p.stride_c = 1283 * 7;
+    CHECK_FALSE(jitmm::plan::lowp_serves_with_c_transposed(p, X86Isa::avx512_bf16, cpu));
+    p.k = 200; p.lda = 200; p.stride_a = 1283 * 200; p.stride_b = 200 * 7;
+    CHECK(jitmm::plan::lowp_serves_with_c_transposed(p, X86Isa::avx512_bf16, cpu));
+    p.k = 52; p.trans_a = true; p.lda = 1283; p.stride_a = 1283 * 52; p.stride_b = 52 * 7;
+    CHECK(jitmm::plan::lowp_serves_with_c_transposed(p, X86Isa::avx512_bf16, cpu));
 }
 
 // The AMX tier runs one row times a B stored K x N over a K of 32-256 on vdpbf16ps (the normal order, B packed in
