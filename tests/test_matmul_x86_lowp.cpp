@@ -4746,6 +4746,9 @@ TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and
     jitmm::Problem scaled = plain(JITMM_DTYPE_S8, JITMM_DTYPE_F32, 2);
     scaled.a_scale = jitmm::ScaleMode::per_tensor;
     CHECK_FALSE(widens(scaled, isa));
+    jitmm::Problem huge = plain(JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 3);  // 96 MB widened
+    huge.m = 8 << 20;
+    CHECK_FALSE(widens(huge, isa));
     jitmm::Problem accumulating = plain(JITMM_DTYPE_S8, JITMM_DTYPE_S32, 2);
     accumulating.beta = 1.0f;
     CHECK_FALSE(widens(accumulating, isa));

@@ -1352,6 +1352,8 @@ constexpr int64_t kU8WidenMaxK = 1;
 constexpr int64_t kF16WidenMaxK = 32;
 constexpr int64_t kF16WidenMinRows = 8;
 
+constexpr int64_t kWidenMaxBytes = int64_t(64) << 20;
+
 int64_t widen_max_k(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu) {
     if (p.a_type == JITMM_DTYPE_F16)
         return isa < hw::X86Isa::avx512_fp16 && p.m >= kF16WidenMinRows ? kF16WidenMaxK : kWidenMaxK;
@@ -1367,6 +1369,9 @@ bool lowp_widens_to_f32(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu
     const char* forced = std::getenv("JITMM_X86_LOWP_WIDEN");
     const int64_t max_k = forced != nullptr ? std::atoll(forced) : widen_max_k(p, isa, cpu);
     if (isa < hw::X86Isa::avx2 || p.k > max_k || p.quantized() || p.a_zero_point != 0) return false;
+    // The widened operands live in the calling thread's scratch for its lifetime: not past kWidenMaxBytes.
+    const double widened_bytes = 4.0 * double(p.batch) * double(p.k) * double(p.m + p.n);
+    if (widened_bytes > double(kWidenMaxBytes)) return false;
     if (p.bias != BiasKind::none && p.bias_type != JITMM_DTYPE_F32) return false;
     if (p.c_type == JITMM_DTYPE_F32) return true;
     return p.c_type == JITMM_DTYPE_S32 && p.alpha == 1.0f && p.beta == 0.0f && p.bias == BiasKind::none &&

@@ -1150,9 +1150,9 @@ __attribute__((target("avx512f,avx512bw"))) void copy_rows_padded(const uint8_t*
 
 // Short rows packed densely (dst_stride == padded_bytes <= 32), several to a vector: one load of as many source
 // rows as fit 64 bytes and one byte permute placing each at its padded slot (zeros past its bytes), then one
-// store. Row by row, the masked load and store of each cost ~7 cycles a row (2 threads: a fifth of a 269x61x7
-// bf16 call). Returns the rows it did not pack (a last group narrower than a vector: none; rows whose source
-// stride spreads fewer than two over 64 bytes: all).
+// store. Row by row, the masked load and store of each cost ~7 cycles a row (1 thread: a fifth of a 269x61x7
+// bf16 call). Returns how many rows are left to copy row by row: the last ones short of a whole group, or all
+// of them where fewer than two source rows fit in 64 bytes.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) int copy_short_rows_vbmi(const uint8_t* src,
                                                                                int64_t src_stride, uint8_t* dst,
                                                                                int rows, int64_t bytes,
@@ -1161,7 +1161,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) int copy_short_rows_vbmi(
     const int64_t per_vector_src = src_stride > 0 ? (64 - bytes) / src_stride + 1 : per_vector_dst;
     const int group = static_cast<int>(std::min(per_vector_dst, per_vector_src));
     if (group < 2 || rows < group) return rows;
-    // The permute for this geometry, kept per thread (the driver packs a row tile at a time: the same one).
+    // The permute for this geometry, kept per thread (a call packs block after block of the same geometry).
     struct Permute {
         int64_t src_stride = -1, bytes = 0, padded_bytes = 0;
         alignas(64) uint8_t index[64];
@@ -1337,7 +1337,7 @@ void pack_a_lowp(LowpStep step, jitmm_dtype a_type, const void* a, int64_t lda, 
         auto* dst = static_cast<uint8_t*>(panel);
         int left = rows;
         // (The CPU's VBMI once per process: pack_vbmi_allowed reads its knob's environment variable each call,
-        // and this runs per row tile.)
+        // and this runs per row tile where A is not packed by blocks.)
         static const bool vbmi = [] {
             __builtin_cpu_init();
             return __builtin_cpu_supports("avx512vbmi") != 0;
