@@ -4660,7 +4660,8 @@ TEST_CASE("x86 lowp f16: two k values a step over at most 8 columns (K odd and l
     }
 }
 
-// A K of 1-3 (s8 1-2, u8 1; f16 below AVX512-FP16: up to 32 from 8 rows) runs in f32 on operands widened to f32: exactly the
+// A K of 1-3 (s8 1-2, u8 1; f16 below AVX512-FP16: up to 32 from 8 rows, any from 64 rows and 8 columns) runs in
+// f32 on operands widened to f32: exactly the
 // low-precision kernel's results (f32 accumulation; int8 sums exact, s32 C converted exactly before each store),
 // over every layout, ld pads, a B shared by the batches, epilogues on f32 C and relu on s32, threads and tiers.
 TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and exact s32 C)", "[x86][lowp]") {
@@ -4669,7 +4670,8 @@ TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and
         int64_t m, n, k, batch;
     };
     const Shape shapes[] = {{3942, 5, 1, 1}, {809, 32, 3, 1}, {246, 12, 1, 4}, {63, 1023, 2, 1},
-                            {1, 1, 1, 1},    {7, 300, 3, 2},  {300, 7, 2, 3},  {129, 33, 24, 1}};
+                            {1, 1, 1, 1},    {7, 300, 3, 2},  {300, 7, 2, 3},  {129, 33, 24, 1},
+                            {300, 40, 200, 2}};
     const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
                                   {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_F32},
                                   {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
@@ -4681,8 +4683,12 @@ TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and
             int it = 0, widened = 0;
             for (const Shape& s : shapes) {
                 for (const auto& in : ins) {
-                    const bool f16_long = in[0] == JITMM_DTYPE_F16 && tier.isa < X86Isa::avx512_fp16 && s.m >= 8;
-                    const int64_t max_k = in[0] == JITMM_DTYPE_U8 ? 1 : in[0] == JITMM_DTYPE_S8 ? 2 : f16_long ? 32 : 3;
+                    const bool f16_converted = in[0] == JITMM_DTYPE_F16 && tier.isa < X86Isa::avx512_fp16;
+                    const int64_t max_k = in[0] == JITMM_DTYPE_U8                     ? 1
+                                          : in[0] == JITMM_DTYPE_S8                   ? 2
+                                          : f16_converted && s.m >= 64 && s.n >= 8 ? s.k
+                                          : f16_converted && s.m >= 8              ? 32
+                                                                                   : 3;
                     if (s.k > max_k) continue;  // (the widened route's bounds)
                     for (int layout = 0; layout < 4; ++layout, ++it) {
                         INFO("tier " << tier.name << " threads " << threads << " case " << it);
@@ -4743,6 +4749,10 @@ TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and
     CHECK_FALSE(widens(plain(JITMM_DTYPE_U8, JITMM_DTYPE_S32, 2), isa));
     CHECK(widens(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), isa));
     CHECK_FALSE(widens(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 32), X86Isa::avx512_fp16));
+    CHECK(widens(plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 700), isa));  // any K from 64 rows and 8 columns
+    jitmm::Problem f16_few_rows = plain(JITMM_DTYPE_F16, JITMM_DTYPE_F32, 700);
+    f16_few_rows.m = 40;
+    CHECK_FALSE(widens(f16_few_rows, isa));
     jitmm::Problem scaled = plain(JITMM_DTYPE_S8, JITMM_DTYPE_F32, 2);
     scaled.a_scale = jitmm::ScaleMode::per_tensor;
     CHECK_FALSE(widens(scaled, isa));

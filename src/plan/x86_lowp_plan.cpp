@@ -1351,12 +1351,22 @@ constexpr int64_t kU8WidenMaxK = 1;
 // to 0.75x), but not for fewer rows, whose own paths read B in place (2x262x13 0.57x, 6x922x22 0.65x).
 constexpr int64_t kF16WidenMaxK = 32;
 constexpr int64_t kF16WidenMinRows = 8;
+// And at any K from 64 rows and 8 columns (within kWidenMaxBytes): the f32 tiles over operands widened once
+// against the conversions inside the packing (1 thread, Zen 4, random seed 2004, median of 2 alternated rounds,
+// 27 such rows: geomean 1.11x, min 0.97; 1190x42x740 TT 1759 -> 819 us, 539x29x58 TT x20 1064 -> 458, 45x2162x550
+// 1655 -> 1253 (from 8 rows); 128x4096x4096 NT 53.8 -> 44.3 ms past the bound). Fewer rows or columns lose
+// (1x210x1898 0.35x, 1622x1x2825 0.36x: decode and matrix-vector paths read B in place).
+constexpr int64_t kF16WidenAnyKMinRows = 64;
+constexpr int64_t kF16WidenAnyKMinColumns = 8;
 
 constexpr int64_t kWidenMaxBytes = int64_t(64) << 20;
 
 int64_t widen_max_k(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu) {
-    if (p.a_type == JITMM_DTYPE_F16)
-        return isa < hw::X86Isa::avx512_fp16 && p.m >= kF16WidenMinRows ? kF16WidenMaxK : kWidenMaxK;
+    if (p.a_type == JITMM_DTYPE_F16) {
+        if (isa >= hw::X86Isa::avx512_fp16) return kWidenMaxK;
+        if (p.m >= kF16WidenAnyKMinRows && p.n >= kF16WidenAnyKMinColumns) return INT64_MAX;
+        return p.m >= kF16WidenMinRows ? kF16WidenMaxK : kWidenMaxK;
+    }
     const bool packed_int8 = p.a_type == JITMM_DTYPE_S8 || (p.a_type == JITMM_DTYPE_U8 && p.trans_a);
     if (packed_int8 && cpu.zmm_fma_per_cycle >= 2) return kPackedInt8WidenMaxKTwoFmas;
     if (p.a_type == JITMM_DTYPE_U8) return p.trans_a ? kS8WidenMaxK : kU8WidenMaxK;

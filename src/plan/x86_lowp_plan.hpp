@@ -209,7 +209,8 @@ bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa, const hw::C
 
 // Whether a low-precision problem of a very short K runs in f32 on operands widened to f32 (x86::widen_to_f32):
 // C is then the work, which the f32 tiles store at their full rate, where the low-precision tiles pack A a row
-// at a time and spend a k group (2 or 4 values) per step on a K of 1-3. f32 C, or s32 C stored exactly (alpha 1,
+// at a time and spend a k group (2 or 4 values) per step on a K of 1-3. f16 without AVX512-FP16 (converted to
+// f32 either way) widens at longer K too, from 8 rows, and at any K from 64 rows and 8 columns. f32 C, or s32 C stored exactly (alpha 1,
 // beta 0, no bias, relu at most); no scales or zero point. Requires lowp_unsupported_reason(p, ...) empty.
 bool lowp_widens_to_f32(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu);
 // The f32 problem on the widened operands: A and B f32 with tight rows (and batch strides, 0 kept), C and the
