@@ -4671,7 +4671,7 @@ TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and
     };
     const Shape shapes[] = {{3942, 5, 1, 1}, {809, 32, 3, 1}, {246, 12, 1, 4}, {63, 1023, 2, 1},
                             {1, 1, 1, 1},    {7, 300, 3, 2},  {300, 7, 2, 3},  {129, 33, 24, 1},
-                            {300, 40, 200, 2}};
+                            {300, 40, 200, 2}, {1100, 64, 150, 1}};  // (the last: A widened in pieces over threads)
     const jitmm_dtype ins[][3] = {{JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
                                   {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_F32},
                                   {JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},

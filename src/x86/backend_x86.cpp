@@ -289,19 +289,27 @@ public:
         float* b32 = thread_scratch<WidenedF32Kernel, 1>(static_cast<size_t>(b_batches * b_floats));
         const auto* a = static_cast<const uint8_t*>(args.a);
         const auto* b = static_cast<const uint8_t*>(args.b);
-        const int64_t a_bytes = dtype_size(p_.a_type) * p_.stride_a, b_bytes = dtype_size(p_.b_type) * p_.stride_b;
-        // Task t < a_batches widens batch t of A, the rest B's; over the threads where there is enough of it.
-        auto widen = [&](int64_t t) {
-            if (t < a_batches)
-                widen_to_f32(a + t * a_bytes, p_.a_type, p_.a_rows(), p_.a_cols(), p_.lda, a32 + t * a_floats, avx512_);
-            else
-                widen_to_f32(b + (t - a_batches) * b_bytes, p_.b_type, p_.b_rows(), p_.b_cols(), p_.ldb,
-                             b32 + (t - a_batches) * b_floats, avx512_);
-        };
-        const int64_t tasks = a_batches + b_batches;
+        // Pieces of kWidenValuesPerThread values or more (whole stored rows of one batch's operand) over as many
+        // threads as they feed: A's batches first, then B's.
         const int64_t values = a_batches * a_floats + b_batches * b_floats;
-        const int threads = static_cast<int>(
-            std::clamp<int64_t>(values / kWidenValuesPerThread, 1, std::min<int64_t>(tasks, runner_->num_threads())));
+        const int threads = static_cast<int>(std::clamp<int64_t>(values / kWidenValuesPerThread, 1,
+                                                                 runner_->num_threads()));
+        const int64_t a_pieces = pieces_of(a_floats, a_batches, threads, values);
+        const int64_t b_pieces = pieces_of(b_floats, b_batches, threads, values);
+        auto widen = [&](int64_t t) {
+            const bool of_a = t < a_batches * a_pieces;
+            const int64_t u = of_a ? t : t - a_batches * a_pieces, pieces = of_a ? a_pieces : b_pieces;
+            const int64_t batch = u / pieces, piece = u % pieces;
+            const int64_t rows = of_a ? p_.a_rows() : p_.b_rows(), cols = of_a ? p_.a_cols() : p_.b_cols();
+            const int64_t r0 = rows * piece / pieces, r1 = rows * (piece + 1) / pieces;
+            if (r0 == r1) return;
+            const int64_t ld = of_a ? p_.lda : p_.ldb;
+            const int64_t esz = dtype_size(of_a ? p_.a_type : p_.b_type);
+            const uint8_t* src = (of_a ? a + batch * p_.stride_a * esz : b + batch * p_.stride_b * esz) + r0 * ld * esz;
+            float* dst = (of_a ? a32 + batch * a_floats : b32 + batch * b_floats) + r0 * cols;
+            widen_to_f32(src, of_a ? p_.a_type : p_.b_type, r1 - r0, cols, ld, dst, avx512_);
+        };
+        const int64_t tasks = a_batches * a_pieces + b_batches * b_pieces;
         if (threads > 1) runner_->parallel_for_in_runs(tasks, threads, widen);
         else for (int64_t t = 0; t < tasks; ++t) widen(t);
         RunArgs widened = args;
@@ -313,6 +321,13 @@ public:
 
 private:
     static constexpr int64_t kWidenValuesPerThread = 65536;
+    // Pieces per batch of an operand of `floats` values a batch: its share of `threads` by its share of all the
+    // values (one piece a batch where the batches alone feed them).
+    static int64_t pieces_of(int64_t floats, int64_t batches, int threads, int64_t values) {
+        if (threads <= 1 || batches >= threads) return 1;
+        const double share = double(floats) * double(batches) / double(std::max<int64_t>(1, values));
+        return std::max<int64_t>(1, static_cast<int64_t>(share * threads + 0.5) / batches);
+    }
     std::shared_ptr<Kernel> inner_;
     Problem p_, w_;
     bool avx512_;
