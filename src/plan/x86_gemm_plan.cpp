@@ -641,7 +641,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
                             n_tiles <= kRowSweepMaxPanels && plan.nc >= p.n && !L.b_from_memory &&
                             sweep_batches_balance && (!plan.pack_b || packed_b_bytes <= double(l2) / 4);
     plan.row_sweep = sweep_fits;
-    if (const char* v = std::getenv("JITMM_X86_ROW_SWEEP")) plan.row_sweep = sweep_fits && std::atoi(v) != 0;
+    if (const char* v = std::getenv("JITMM_X86_ROW_SWEEP"); v != nullptr && v[0] != '\0')
+        plan.row_sweep = sweep_fits && std::atoi(v) != 0;
     if (plan.row_sweep && plan.pack_b) {
         plan.nc = round_up(p.n, nr);
         L.b_prefetch_runs = 0;

@@ -1377,7 +1377,7 @@ int64_t widen_max_k(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu) {
 bool lowp_widens_to_f32(const Problem& p, hw::X86Isa isa, const hw::CpuInfo& cpu) {
     // JITMM_X86_LOWP_WIDEN=K: widen up to that K instead (0: never; tuning knob).
     const char* forced = std::getenv("JITMM_X86_LOWP_WIDEN");
-    const int64_t max_k = forced != nullptr ? std::atoll(forced) : widen_max_k(p, isa, cpu);
+    const int64_t max_k = forced != nullptr && forced[0] != '\0' ? std::atoll(forced) : widen_max_k(p, isa, cpu);
     if (isa < hw::X86Isa::avx2 || p.k > max_k || p.quantized() || p.a_zero_point != 0) return false;
     // The widened operands live in the calling thread's scratch for its lifetime: not past kWidenMaxBytes.
     const double widened_bytes = 4.0 * double(p.batch) * double(p.k) * double(p.m + p.n);
