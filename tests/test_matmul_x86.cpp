@@ -964,6 +964,7 @@ TEST_CASE("x86 f32: short K swept down M in one generated call", "[x86][matmul]"
         {63, 1023, 2, 5, false, false, 1, 1, 1, 1.0f, 1.0f, JITMM_EPILOGUE_BIAS_GELU_TANH},
         {336, 48, 7, 4, false, true, 0, 0, 0, 1.0f, 0.0f, JITMM_EPILOGUE_RELU},  // rows a multiple of 12 and 14
         {640, 129, 5, 1, true, true, 5, 5, 5, 0.5f, 0.5f, JITMM_EPILOGUE_BIAS_SILU},
+        {300, 4000, 2, 1, false, false, 0, 0, 3, 1.0f, 0.0f, JITMM_EPILOGUE_BIAS},  // 125 column panels
     };
     for (const Tier& tier : runnable_tiers()) {
         INFO("tier " << tier.name);

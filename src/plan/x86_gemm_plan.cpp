@@ -190,9 +190,12 @@ constexpr int64_t kMaxKForCTilePrefetch = 12;
 // The row sweep: K at most this long, and at most this many column panels (a call per tile in the sweep's
 // loop body). 1 thread, 106 random shapes of K <= 64, driver -> sweep, median of 3 alternated rounds: K 1-4
 // 1.23x (912x3x2 2.36 -> 1.06 us, 624x41x2 x4 11.5 -> 7.6, 4030x33x3 NT 20.5 -> 14.8), K 5-16 1.05x, K 17-64
-// 1.00x: the driver's next-tile prefetches are worth its cost there.
+// 1.00x: the driver's next-tile prefetches are worth its cost there. Up to 128 panels (N 4096 on 32-column tiles:
+// ~6 KB of calls a row kind; JIT time measured unchanged, 150-220 us first calls either way): 1 thread, median
+// of 2 alternated runs, driver -> sweep, 300x4000x2 80.3 -> 73.7 us, 100x3000x4 31.1 -> 28.0, 566x2448x2 TN 91.4 ->
+// 85.7, 1000x2200x3 NT 181.7 -> 171.5, 446x2256x1 and 200x5000x8 (past 128) even.
 constexpr int64_t kRowSweepMaxK = 16;
-constexpr int64_t kRowSweepMaxPanels = 64;
+constexpr int64_t kRowSweepMaxPanels = 128;
 // k steps ahead that a B read in place from memory has its rows prefetched (see b_streams_from_memory).
 constexpr int kBRowPrefetchSteps = 32;
 // k steps ahead that a B read in place over 5/8 of L2 has its rows prefetched (see b_crowds_l2; 7x390x1233 with
