@@ -2,6 +2,7 @@
 // layout, ld > width, batches, epilogues, alpha/beta edge values and thread counts, at each ISA tier this
 // machine can be capped to. Outputs are poisoned before every run; padding between rows must stay intact.
 #include "env_guard.hpp"
+#include "guard_page.hpp"
 #include "hw/cpu.hpp"
 #include "plan/x86_dot_plan.hpp"
 #include "plan/x86_gemm_partition.hpp"
@@ -1008,7 +1009,6 @@ TEST_CASE("x86 f32: transposed A tiles packed by vectors match the element packe
         WARN("SKIPPED: no AVX-512 on this CPU (the element packer is the only one)");
         return;
     }
-    const long page = sysconf(_SC_PAGESIZE);
     std::mt19937 rng(4242);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (int mr : {1, 2, 4, 6, 8, 12, 14, 16}) {
@@ -1017,11 +1017,8 @@ TEST_CASE("x86 f32: transposed A tiles packed by vectors match the element packe
                 INFO("mr " << mr << " k_len " << k_len << " m " << m);
                 const int64_t lda = m, k0 = 2, k_total = k0 + k_len;
                 const size_t a_bytes = static_cast<size_t>(k_total * lda) * sizeof(float);
-                const size_t span = (a_bytes + page - 1) / page * page;
-                void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                REQUIRE(map != MAP_FAILED);
-                REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-                float* a = reinterpret_cast<float*>(static_cast<uint8_t*>(map) + span - a_bytes);
+                GuardedBytes guarded_memory(static_cast<size_t>(a_bytes));
+                float* a = reinterpret_cast<float*>(guarded_memory.data());
                 for (int64_t i = 0; i < k_total * lda; ++i) a[i] = uni(rng);
                 const int64_t tiles = (m + mr - 1) / mr;
                 const int64_t panel_floats = (k_len * mr + 15) / 16 * 16;
@@ -1045,7 +1042,6 @@ TEST_CASE("x86 f32: transposed A tiles packed by vectors match the element packe
                 }
                 for (size_t x = static_cast<size_t>(tiles * panel_floats); x < by_vectors.size(); ++x)
                     CHECK(by_vectors[x] == sentinel);
-                munmap(map, span + page);
             }
         }
     }
@@ -1056,7 +1052,6 @@ TEST_CASE("x86 f32: transposed A tiles packed by vectors match the element packe
 // past the last row's K faults.
 TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its last value (guard page)",
           "[x86][matmul]") {
-    const long page = sysconf(_SC_PAGESIZE);
     std::mt19937 rng(909);
     struct Shape {
         int64_t m, n, k;
@@ -1072,11 +1067,8 @@ TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its l
         for (const Shape& s : shapes) {
             INFO("tier " << tier.name << " " << s.m << "x" << s.n << "x" << s.k << " NT");
             const size_t b_bytes = static_cast<size_t>(s.n * s.k) * sizeof(float);
-            const size_t span = (b_bytes + page - 1) / page * page;
-            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            REQUIRE(map != MAP_FAILED);
-            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-            float* b = reinterpret_cast<float*>(static_cast<uint8_t*>(map) + span - b_bytes);
+            GuardedBytes guarded_memory(static_cast<size_t>(b_bytes));
+            float* b = reinterpret_cast<float*>(guarded_memory.data());
             for (int64_t i = 0; i < s.n * s.k; ++i) b[i] = uni(rng);
             std::vector<float> a(static_cast<size_t>(s.m * s.k)), out(static_cast<size_t>(s.m * s.n),
                                                                        std::numeric_limits<float>::quiet_NaN());
@@ -1102,7 +1094,6 @@ TEST_CASE("x86 f32: a transposed B's K tail is packed without reading past its l
                     worst = std::isfinite(out[i * s.n + j]) ? std::max(worst, err) : 1e30;
                 }
             CHECK(worst <= 1e-6);
-            munmap(map, span + page);
         }
         jitmm_engine_destroy(e);
     }
@@ -2677,17 +2668,13 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
             jitmm_engine_destroy(e);
         }
         // B's last row ends where a PROT_NONE page begins: the tail's masked loads read nothing past it.
-        const long page = sysconf(_SC_PAGESIZE);
         jitmm_engine* e = make_engine(tier.name, 1);
         for (int64_t n : {305, 17, 808}) {
             const int64_t k = 77;
             INFO("guard page 1x" << n << "x" << k);
             const size_t b_bytes = static_cast<size_t>(n * k) * sizeof(float);
-            const size_t span = (b_bytes + page - 1) / page * page;
-            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            REQUIRE(map != MAP_FAILED);
-            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-            float* b = reinterpret_cast<float*>(static_cast<uint8_t*>(map) + span - b_bytes);
+            GuardedBytes guarded_memory(static_cast<size_t>(b_bytes));
+            float* b = reinterpret_cast<float*>(guarded_memory.data());
             std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
             for (int64_t i = 0; i < n * k; ++i) b[i] = uni(rng);
             std::vector<float> a(static_cast<size_t>(k)), out(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
@@ -2713,7 +2700,6 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
                 worst = std::isfinite(out[j]) ? std::max(worst, err) : 1e30;
             }
             CHECK(worst <= 1e-6);
-            munmap(map, span + page);
         }
         jitmm_engine_destroy(e);
     }

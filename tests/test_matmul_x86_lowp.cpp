@@ -4,6 +4,7 @@
 // four layouts, ld > width, batches and thread counts. Outputs are poisoned before every run; padding between
 // rows must stay intact. AMX tile state must be released on every thread that ran tiles.
 #include "env_guard.hpp"
+#include "guard_page.hpp"
 #include "hw/cpu.hpp"
 #include "x86/gemm_amx_whole_generator.hpp"
 #include "x86/pack_lowp.hpp"
@@ -1418,27 +1419,54 @@ TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks 
     }
 }
 
+namespace {
+
+// A low-precision A packer's step, the A type it packs and the byte it xors each value with (an s8 A shifted to u8).
+struct PackAStep {
+    jitmm::plan::LowpStep step;
+    jitmm_dtype type;
+    uint8_t flip;
+};
+
+constexpr uint8_t kUntouchedPanelByte = 0xa5;
+
+// Bytes of a packed A panel (panel_rows x panel_ld values of esz bytes, filled with kUntouchedPanelByte before
+// packing) that differ from what the packer must write: source(r, k, byte) ^ flip for rows r < rows and k < k_len,
+// zeros up to k_padded, the panel untouched everywhere else.
+template <typename Source>
+int64_t wrong_panel_bytes(const std::vector<uint8_t>& panel, int64_t panel_rows, int64_t panel_ld, int64_t rows,
+                          int64_t k_len, int64_t k_padded, int64_t esz, uint8_t flip, Source source) {
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < panel_rows; ++r)
+        for (int64_t k = 0; k < panel_ld; ++k)
+            for (int64_t b = 0; b < esz; ++b) {
+                uint8_t want = kUntouchedPanelByte;
+                if (r < rows && k < k_len) want = static_cast<uint8_t>(source(r, k, b) ^ flip);
+                else if (r < rows && k < k_padded) want = 0;
+                wrong += panel[size_t((r * panel_ld + k) * esz + b)] != want;
+            }
+    return wrong;
+}
+
+}  // namespace
+
 TEST_CASE("x86 lowp: a transposed A packs into the panels element by element would give", "[x86][lowp]") {
     // A stored K x M packed for the steps that read A as stored (the vector transpose where the chip has
     // AVX-512 BW, else the scalar loop): row counts around the 8- and 16-row blocks and the wide passes (256
     // rows and more), K tails inside and past a 64-byte vector, zero padding up to k_padded, ld > width, offsets i0 and k0, an s8 A shifted for VNNI.
     // Panel bytes past each row's k_padded and rows past `rows` must stay as they were.
     using jitmm::plan::LowpStep;
-    struct Step {
-        LowpStep step;
-        jitmm_dtype type;
-        uint8_t flip;
-    };
-    const Step steps[] = {{LowpStep::amx_int8, JITMM_DTYPE_S8, 0},    {LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80},
-                          {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},   {LowpStep::amx_bf16, JITMM_DTYPE_BF16, 0},
-                          {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}};
+    const PackAStep steps[] = {{LowpStep::amx_int8, JITMM_DTYPE_S8, 0},
+                               {LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80},
+                               {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},   {LowpStep::amx_bf16, JITMM_DTYPE_BF16, 0},
+                               {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}};
     // (From 256 rows and 64 bytes of K, the stored lines are walked whole, in passes of up to 512 rows.)
     const int row_counts[] = {1, 5, 8, 9, 15, 16, 17, 31, 32, 256, 300, 577};
     const int64_t k_lens[] = {1, 2, 7, 31, 32, 33, 64, 65, 100, 130};
     std::mt19937 rng(7007);
     std::uniform_int_distribution<int> byte(0, 255);
     int it = 0;
-    for (const Step& st : steps) {
+    for (const PackAStep& st : steps) {
         const int64_t esz = type_size(st.type);
         const int64_t group = jitmm::plan::step_group(st.step);
         for (int rows : row_counts) {
@@ -1455,21 +1483,13 @@ TEST_CASE("x86 lowp: a transposed A packs into the panels element by element wou
                 std::vector<uint8_t> a(size_t((k0 + k_len) * lda * esz));
                 for (auto& v : a) v = static_cast<uint8_t>(byte(rng));
                 const int panel_rows = rows + 2;
-                std::vector<uint8_t> panel(size_t(panel_rows * panel_ld * esz), 0xa5);
+                std::vector<uint8_t> panel(size_t(panel_rows * panel_ld * esz), kUntouchedPanelByte);
                 jitmm::x86::pack_a_lowp(st.step, st.type, a.data(), lda, true, i0, rows, k0, k_len, k_padded,
                                         panel_ld, panel.data());
-                int64_t wrong = 0;
-                for (int64_t r = 0; r < panel_rows; ++r)
-                    for (int64_t k = 0; k < panel_ld; ++k)
-                        for (int64_t b = 0; b < esz; ++b) {
-                            uint8_t want = 0xa5;  // untouched
-                            if (r < rows && k < k_len)
-                                want = static_cast<uint8_t>(a[size_t(((k0 + k) * lda + i0 + r) * esz + b)] ^ st.flip);
-                            else if (r < rows && k < k_padded)
-                                want = 0;
-                            wrong += panel[size_t((r * panel_ld + k) * esz + b)] != want;
-                        }
-                REQUIRE(wrong == 0);
+                REQUIRE(wrong_panel_bytes(panel, panel_rows, panel_ld, rows, k_len, k_padded, esz, st.flip,
+                                          [&](int64_t r, int64_t k, int64_t b) {
+                                              return a[size_t(((k0 + k) * lda + i0 + r) * esz + b)];
+                                          }) == 0);
             }
         }
     }
@@ -1481,18 +1501,12 @@ TEST_CASE("x86 lowp: short A rows packed back to back, several to a vector (byte
     // vector where the chip has VBMI, the rest row by row; an s8 A shifted for VNNI. A ends at a PROT_NONE page;
     // the panel past its rows must stay as it was.
     using jitmm::plan::LowpStep;
-    struct Step {
-        LowpStep step;
-        jitmm_dtype type;
-        uint8_t flip;
-    };
-    const Step steps[] = {{LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80}, {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},
-                          {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}, {LowpStep::amx_int8, JITMM_DTYPE_S8, 0}};
-    const long page = sysconf(_SC_PAGESIZE);
+    const PackAStep steps[] = {{LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80}, {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},
+                               {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}, {LowpStep::amx_int8, JITMM_DTYPE_S8, 0}};
     std::mt19937 rng(7117);
     std::uniform_int_distribution<int> byte(0, 255);
     int it = 0;
-    for (const Step& st : steps) {
+    for (const PackAStep& st : steps) {
         const int64_t esz = type_size(st.type);
         const int64_t group = jitmm::plan::step_group(st.step);
         for (int rows : {1, 2, 3, 5, 6, 12, 13, 64, 333}) {
@@ -1503,31 +1517,19 @@ TEST_CASE("x86 lowp: short A rows packed back to back, several to a vector (byte
                 const int64_t lda = k_len + (it % 3 == 0 ? 0 : it % 7);
                 const int64_t i0 = it % 2;
                 const int64_t bytes = ((i0 + rows - 1) * lda + k_len) * esz;
-                const size_t span = static_cast<size_t>((bytes + page - 1) / page * page);
-                void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                REQUIRE(map != MAP_FAILED);
-                REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-                auto* a = static_cast<uint8_t*>(map) + span - bytes;
+                GuardedBytes guarded_memory(static_cast<size_t>(bytes));
+                auto* a = guarded_memory.data();
                 for (int64_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(byte(rng));
                 INFO("step " << int(st.step) << " rows " << rows << " k_len " << k_len << " lda " << lda << " i0 "
                              << i0);
                 const int panel_rows = rows + 2;
-                std::vector<uint8_t> panel(size_t(panel_rows * k_padded * esz), 0xa5);
+                std::vector<uint8_t> panel(size_t(panel_rows * k_padded * esz), kUntouchedPanelByte);
                 jitmm::x86::pack_a_lowp(st.step, st.type, a, lda, false, i0, rows, 0, k_len, k_padded, k_padded,
                                         panel.data());
-                int64_t wrong = 0;
-                for (int64_t r = 0; r < panel_rows; ++r)
-                    for (int64_t k = 0; k < k_padded; ++k)
-                        for (int64_t b = 0; b < esz; ++b) {
-                            uint8_t want = 0xa5;  // untouched
-                            if (r < rows && k < k_len)
-                                want = static_cast<uint8_t>(a[size_t(((i0 + r) * lda + k) * esz + b)] ^ st.flip);
-                            else if (r < rows)
-                                want = 0;
-                            wrong += panel[size_t((r * k_padded + k) * esz + b)] != want;
-                        }
-                munmap(map, span + page);
-                REQUIRE(wrong == 0);
+                REQUIRE(wrong_panel_bytes(panel, panel_rows, k_padded, rows, k_len, k_padded, esz, st.flip,
+                                          [&](int64_t r, int64_t k, int64_t b) {
+                                              return a[size_t(((i0 + r) * lda + k) * esz + b)];
+                                          }) == 0);
             }
         }
     }
@@ -2820,7 +2822,6 @@ TEST_CASE("x86 lowp VNNI: a K of 1-3 packs B as one run of dwords (gathers, wide
     // to whole panels zero, the column sums. B ends at a PROT_NONE page (the gathers read a dword per column:
     // never past the last column's bytes), stored N x K (ldb >= K) and K x N (ldb >= N), widths with tails of
     // the eight-column vectors.
-    const long page = sysconf(_SC_PAGESIZE);
     std::mt19937 rng(3666);
     for (bool trans_b : {true, false}) {
         for (int64_t k : {1, 2, 3}) {
@@ -2828,11 +2829,8 @@ TEST_CASE("x86 lowp VNNI: a K of 1-3 packs B as one run of dwords (gathers, wide
                 for (int64_t pad : {0, 1, 5}) {
                     const int64_t ldb = (trans_b ? k : width) + pad;
                     const int64_t bytes = trans_b ? (width - 1) * ldb + k : (k - 1) * ldb + width;
-                    const size_t span = static_cast<size_t>((bytes + page - 1) / page * page);
-                    void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                    REQUIRE(map != MAP_FAILED);
-                    REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-                    auto* b = static_cast<uint8_t*>(map) + span - bytes;
+                    GuardedBytes guarded_memory(static_cast<size_t>(bytes));
+                    auto* b = guarded_memory.data();
                     for (int64_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(rng());
                     const int nr = 32;
                     const int64_t padded = (width + nr - 1) / nr * nr;
@@ -2855,7 +2853,6 @@ TEST_CASE("x86 lowp VNNI: a K of 1-3 packs B as one run of dwords (gathers, wide
                     INFO((trans_b ? "NT" : "NN") << " k " << k << " width " << width << " ldb " << ldb);
                     CHECK(wrong == 0);
                     CHECK(wrong_sums == 0);
-                    munmap(map, span + page);
                 }
             }
         }
@@ -2886,7 +2883,6 @@ TEST_CASE("x86 lowp: a short K of row-major B packs every panel in one pass (VBM
     // x 2), the groups past K zero, the columns past the width zero, the column sums (VNNI). B ends at a PROT_NONE
     // page (masked loads only), ldb > N.
     if (!jitmm::x86::pack_vbmi_allowed()) return;  // no AVX512-VBMI
-    const long page = sysconf(_SC_PAGESIZE);
     std::mt19937 rng(2479);
     using jitmm::plan::LowpStep;
     for (LowpStep step : {LowpStep::amx_int8, LowpStep::vnni_u8s8, LowpStep::amx_bf16}) {
@@ -2898,11 +2894,8 @@ TEST_CASE("x86 lowp: a short K of row-major B packs every panel in one pass (VBM
                 for (int64_t pad : {0, 3}) {
                     const int64_t ldb = width + pad;
                     const int64_t bytes_b = ((k - 1) * ldb + width) * esz;
-                    const size_t span = static_cast<size_t>((bytes_b + page - 1) / page * page);
-                    void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                    REQUIRE(map != MAP_FAILED);
-                    REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-                    auto* b = static_cast<uint8_t*>(map) + span - bytes_b;
+                    GuardedBytes guarded_memory(static_cast<size_t>(bytes_b));
+                    auto* b = guarded_memory.data();
                     for (int64_t i = 0; i < bytes_b; ++i) b[i] = static_cast<uint8_t>(rng());
                     const int nr = 32;
                     const int64_t live = (k + g - 1) / g;
@@ -2932,7 +2925,6 @@ TEST_CASE("x86 lowp: a short K of row-major B packs every panel in one pass (VBM
                     INFO("step " << int(step) << " k " << k << " width " << width << " ldb " << ldb);
                     CHECK(wrong == 0);
                     CHECK(wrong_sums == 0);
-                    munmap(map, span + page);
                 }
             }
         }
@@ -3060,7 +3052,6 @@ TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last 
     // u8 A, K not whole k groups: vpdpbusd reads each row's dwords in place, past the row's K into the next row;
     // row tiles whose reads would pass A's end come from a copy. A ends exactly at a PROT_NONE page, B and C are
     // ordinary buffers.
-    const long page = sysconf(_SC_PAGESIZE);
     std::mt19937 rng(777);
     struct Shape {
         int64_t m, n, k, lda;
@@ -3075,11 +3066,8 @@ TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last 
         for (const Shape& s : shapes) {
             INFO("tier " << tier.name << " " << s.m << "x" << s.n << "x" << s.k << " lda " << s.lda);
             const int64_t a_bytes = (s.m - 1) * s.lda + s.k;
-            const size_t span = static_cast<size_t>((a_bytes + page - 1) / page * page);
-            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            REQUIRE(map != MAP_FAILED);
-            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-            uint8_t* a = static_cast<uint8_t*>(map) + span - a_bytes;
+            GuardedBytes guarded_memory(static_cast<size_t>(a_bytes));
+            uint8_t* a = guarded_memory.data();
             std::uniform_int_distribution<int> byte(0, 255), sbyte(-128, 127);
             for (int64_t i = 0; i < a_bytes; ++i) a[i] = static_cast<uint8_t>(byte(rng));
             std::vector<int8_t> b(static_cast<size_t>(s.k * s.n));
@@ -3102,7 +3090,6 @@ TEST_CASE("x86 lowp: an A read in place over a K tail never reads past its last 
                     wrong += sum != out[i * s.n + j];
                 }
             CHECK(wrong == 0);
-            munmap(map, span + page);
         }
     }
 }
@@ -3806,7 +3793,6 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
         WARN("SKIPPED: no AMX on this CPU");
         return;
     }
-    const long page = sysconf(_SC_PAGESIZE);
     std::mt19937 rng(9191);
     struct Shape {
         int64_t m, n, k, ld;  // ld: the guarded operand's row stride
@@ -3835,11 +3821,8 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
                             << (s.swapped ? " B guarded" : " A guarded"));
             const int64_t rows = s.swapped ? s.n : s.m;
             const int64_t bytes = (rows - 1) * s.ld + s.k;
-            const size_t span = static_cast<size_t>((bytes + page - 1) / page * page);
-            void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            REQUIRE(map != MAP_FAILED);
-            REQUIRE(mprotect(static_cast<uint8_t*>(map) + span, page, PROT_NONE) == 0);
-            uint8_t* guarded = static_cast<uint8_t*>(map) + span - bytes;
+            GuardedBytes guarded_memory(static_cast<size_t>(bytes));
+            uint8_t* guarded = guarded_memory.data();
             std::uniform_int_distribution<int> byte(0, 255);
             for (int64_t i = 0; i < bytes; ++i) guarded[i] = static_cast<uint8_t>(byte(rng));
             // The other operand: A (M x K) or B (N x K), ordinary storage.
@@ -3872,7 +3855,6 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
                     wrong += sum != out[i * s.n + j];
                 }
             CHECK(wrong == 0);
-            munmap(map, span + page);
         }
     }
 }

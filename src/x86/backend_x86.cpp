@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,35 @@ Problem swapped_operands(const Problem& p) {
     return s;
 }
 
+// A plan serving the caller's problem through another plan's kernel (operands swapped, C computed transposed,
+// operands widened): the inner generator named with a suffix, the inner recipe described after a prefix, the key
+// the inner key after a tag of its own; `wrap` builds the caller's kernel around the inner one.
+class WrappedPlan final : public Plan {
+public:
+    using Wrap = std::function<std::shared_ptr<Kernel>(std::shared_ptr<Kernel>)>;
+    WrappedPlan(std::unique_ptr<Plan> inner, const char* suffix, std::string prefix, int64_t key_tag, Wrap wrap)
+        : inner_(std::move(inner)), generator_(std::string(inner_->generator()) + suffix), prefix_(std::move(prefix)),
+          key_tag_(key_tag), wrap_(std::move(wrap)) {}
+
+    const char* generator() const override { return generator_.c_str(); }
+    int generator_version() const override { return inner_->generator_version(); }
+    std::string describe() const override { return prefix_ + inner_->describe(); }
+    void append_key(KeyWriter& w) const override {
+        w.i64('W', key_tag_);
+        inner_->append_key(w);
+    }
+    Artifact compile() const override { return inner_->compile(); }
+    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
+        return wrap_(inner_->load(artifact, std::move(meta)));
+    }
+
+private:
+    std::unique_ptr<Plan> inner_;
+    std::string generator_, prefix_;
+    int64_t key_tag_;
+    Wrap wrap_;
+};
+
 class SwappedOperandsKernel final : public Kernel {
 public:
     explicit SwappedOperandsKernel(std::shared_ptr<Kernel> inner) : Kernel(inner->meta()), inner_(std::move(inner)) {}
@@ -155,28 +185,6 @@ public:
 
 private:
     std::shared_ptr<Kernel> inner_;
-};
-
-class SwappedOperandsPlan final : public Plan {
-public:
-    explicit SwappedOperandsPlan(std::unique_ptr<Plan> inner)
-        : inner_(std::move(inner)), generator_(std::string(inner_->generator()) + "_swapped") {}
-
-    const char* generator() const override { return generator_.c_str(); }
-    int generator_version() const override { return inner_->generator_version(); }
-    std::string describe() const override { return "A and B swapped (C^T = B^T A^T): " + inner_->describe(); }
-    void append_key(KeyWriter& w) const override {
-        w.i64('W', 1);
-        inner_->append_key(w);
-    }
-    Artifact compile() const override { return inner_->compile(); }
-    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
-        return std::make_shared<SwappedOperandsKernel>(inner_->load(artifact, std::move(meta)));
-    }
-
-private:
-    std::unique_ptr<Plan> inner_;
-    std::string generator_;
 };
 
 // C^T = op(B)^T op(A)^T computed into a scratch of N rows of M values, then transposed into C (see
@@ -245,33 +253,6 @@ private:
     std::shared_ptr<const ParallelRunner> runner_;
 };
 
-class TransposedCPlan final : public Plan {
-public:
-    TransposedCPlan(std::unique_ptr<Plan> inner, const Problem& p, bool avx512,
-                    std::shared_ptr<const ParallelRunner> runner)
-        : inner_(std::move(inner)), p_(p), avx512_(avx512), runner_(std::move(runner)),
-          generator_(std::string(inner_->generator()) + "_ct") {}
-
-    const char* generator() const override { return generator_.c_str(); }
-    int generator_version() const override { return inner_->generator_version(); }
-    std::string describe() const override { return "C transposed (C^T = op(B)^T op(A)^T): " + inner_->describe(); }
-    void append_key(KeyWriter& w) const override {
-        w.i64('W', 2);
-        inner_->append_key(w);
-    }
-    Artifact compile() const override { return inner_->compile(); }
-    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
-        return std::make_shared<TransposedCKernel>(inner_->load(artifact, std::move(meta)), p_, avx512_, runner_);
-    }
-
-private:
-    std::unique_ptr<Plan> inner_;
-    Problem p_;
-    bool avx512_;
-    std::shared_ptr<const ParallelRunner> runner_;
-    std::string generator_;
-};
-
 // A low-precision problem of a very short K run in f32 (plan::lowp_widens_to_f32): each call widens A and B into
 // the calling thread's scratch (tight rows; one copy of an operand that every batch shares), then runs the f32
 // kernel of the widened problem on them. The widening is a few values per C row or column: K of them.
@@ -334,32 +315,31 @@ private:
     std::shared_ptr<const ParallelRunner> runner_;
 };
 
-class WidenedF32Plan final : public Plan {
-public:
-    WidenedF32Plan(std::unique_ptr<Plan> inner, const Problem& p, bool avx512,
-                   std::shared_ptr<const ParallelRunner> runner)
-        : inner_(std::move(inner)), p_(p), w_(plan::widened_f32_problem(p)), avx512_(avx512),
-          runner_(std::move(runner)), generator_(std::string(inner_->generator()) + "_widened") {}
+std::unique_ptr<Plan> swapped_operands_plan(std::unique_ptr<Plan> inner) {
+    return std::make_unique<WrappedPlan>(std::move(inner), "_swapped", "A and B swapped (C^T = B^T A^T): ", 1,
+                                         [](std::shared_ptr<Kernel> k) -> std::shared_ptr<Kernel> {
+                                             return std::make_shared<SwappedOperandsKernel>(std::move(k));
+                                         });
+}
 
-    const char* generator() const override { return generator_.c_str(); }
-    int generator_version() const override { return inner_->generator_version(); }
-    std::string describe() const override { return "widened to f32: " + inner_->describe(); }
-    void append_key(KeyWriter& w) const override {
-        w.i64('W', 3);
-        inner_->append_key(w);
-    }
-    Artifact compile() const override { return inner_->compile(); }
-    std::shared_ptr<Kernel> load(const Artifact& artifact, KernelMeta meta) const override {
-        return std::make_shared<WidenedF32Kernel>(inner_->load(artifact, std::move(meta)), p_, w_, avx512_, runner_);
-    }
+std::unique_ptr<Plan> transposed_c_plan(std::unique_ptr<Plan> inner, const Problem& p, bool avx512,
+                                        std::shared_ptr<const ParallelRunner> runner) {
+    return std::make_unique<WrappedPlan>(
+        std::move(inner), "_ct", "C transposed (C^T = op(B)^T op(A)^T): ", 2,
+        [p, avx512, runner](std::shared_ptr<Kernel> k) -> std::shared_ptr<Kernel> {
+            return std::make_shared<TransposedCKernel>(std::move(k), p, avx512, runner);
+        });
+}
 
-private:
-    std::unique_ptr<Plan> inner_;
-    Problem p_, w_;
-    bool avx512_;
-    std::shared_ptr<const ParallelRunner> runner_;
-    std::string generator_;
-};
+std::unique_ptr<Plan> widened_f32_plan(std::unique_ptr<Plan> inner, const Problem& p, bool avx512,
+                                       std::shared_ptr<const ParallelRunner> runner) {
+    const Problem widened = plan::widened_f32_problem(p);
+    return std::make_unique<WrappedPlan>(
+        std::move(inner), "_widened", "widened to f32: ", 3,
+        [p, widened, avx512, runner](std::shared_ptr<Kernel> k) -> std::shared_ptr<Kernel> {
+            return std::make_shared<WidenedF32Kernel>(std::move(k), p, widened, avx512, runner);
+        });
+}
 
 // Low precision: int8 (AMX, VNNI, widened), bf16 (AMX, vdpbf16ps, via f32), f16 (via f32).
 struct LowpFamily {
@@ -447,10 +427,9 @@ public:
             }
             return plan(outer, c_transposable);
         }
-        if (serves_as_swapped(p)) return std::make_unique<SwappedOperandsPlan>(plan(swapped_operands(p)));
+        if (serves_as_swapped(p)) return swapped_operands_plan(plan(swapped_operands(p)));
         if (c_transposable && plan::is_lowp_problem(p) && plan::lowp_serves_with_c_transposed(p, isa_, hw::cpu_info()))
-            return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
-                                                     isa_ >= hw::X86Isa::avx512, runner_);
+            return transposed_c_plan(plan(c_transposed_problem(p), false), p, isa_ >= hw::X86Isa::avx512, runner_);
         if (plan::is_lowp_problem(p)) {
             const std::string why = plan::lowp_unsupported_reason(p, hw::cpu_info(), isa_);
             if (!why.empty())
@@ -479,8 +458,7 @@ public:
             fail(JITMM_STATUS_UNSUPPORTED, "cpu: this CPU has no AVX2+FMA (or the cap is below avx2); jitmm needs at "
                                            "least the avx2 tier");
         if (c_transposable && plan::serves_with_c_transposed(p, hw::cpu_info(), isa_, runner_->num_threads()))
-            return std::make_unique<TransposedCPlan>(plan(c_transposed_problem(p), false), p,
-                                                     isa_ >= hw::X86Isa::avx512, runner_);
+            return transposed_c_plan(plan(c_transposed_problem(p), false), p, isa_ >= hw::X86Isa::avx512, runner_);
         if (plan::gemv_serves(p, hw::cpu_info(), isa_, runner_->num_threads()))
             return std::make_unique<X86Plan<GemvF32Family>>(
                 p, plan::plan_x86_gemm_f32_gemv(p, hw::cpu_info(), isa_, runner_->num_threads()), runner_);
@@ -491,8 +469,7 @@ public:
             plan::X86KGroupPlan recipe =
                 plan::plan_x86_gemm_f32_kgroup(s, hw::cpu_info(), isa_, runner_->num_threads());
             recipe.layout.c_transposed = true;
-            return std::make_unique<SwappedOperandsPlan>(
-                std::make_unique<X86Plan<KGroupF32Family>>(s, std::move(recipe), runner_));
+            return swapped_operands_plan(std::make_unique<X86Plan<KGroupF32Family>>(s, std::move(recipe), runner_));
         }
         if (plan::kgroup_serves(p, isa_))
             return std::make_unique<X86Plan<KGroupF32Family>>(
@@ -509,12 +486,11 @@ public:
     std::unique_ptr<Plan> widened_plan(const Problem& p) const {
         const Problem w = plan::widened_f32_problem(p);
         const bool avx512 = isa_ >= hw::X86Isa::avx512;
-        if (p.c_type == JITMM_DTYPE_F32) return std::make_unique<WidenedF32Plan>(plan(w, true), p, avx512, runner_);
+        if (p.c_type == JITMM_DTYPE_F32) return widened_f32_plan(plan(w, true), p, avx512, runner_);
         plan::X86GemmPlan recipe = plan::plan_x86_gemm_f32(w, hw::cpu_info(), isa_, runner_->num_threads());
         if (recipe.kc < w.k || recipe.k_split_ready) return nullptr;
         recipe.layout.store_s32 = true;
-        return std::make_unique<WidenedF32Plan>(std::make_unique<X86Plan<BroadcastF32Family>>(w, recipe, runner_), p,
-                                                avx512, runner_);
+        return widened_f32_plan(std::make_unique<X86Plan<BroadcastF32Family>>(w, recipe, runner_), p, avx512, runner_);
     }
 
     std::string describe(jitmm_report_format format) const override {

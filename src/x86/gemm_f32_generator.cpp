@@ -147,22 +147,10 @@ public:
     // branches back to a known offset (no Xbyak labels).
     size_t emit_whole(const std::vector<PlacedTile>& tiles) {
         in_whole_ = true;
-        std::vector<UkernelVariant> bodies;  // the distinct variants, in first-use order
-        std::vector<size_t> body_of(tiles.size());
-        for (size_t i = 0; i < tiles.size(); ++i) {
-            size_t b = 0;
-            while (b < bodies.size() && !same_variant(bodies[b], tiles[i].variant)) ++b;
-            if (b == bodies.size()) bodies.push_back(tiles[i].variant);
-            body_of[i] = b;
-        }
-        const bool shared = bodies.size() < tiles.size();
-        std::vector<size_t> body_offsets;
-        for (size_t b = 0; shared && b < bodies.size(); ++b) {
-            align(16);
-            body_offsets.push_back(getSize());
-            emit_tile_body(bodies[b]);
-            ret();
-        }
+        TileBodies bodies;
+        for (const PlacedTile& t : tiles) bodies.add(t.variant);
+        const bool shared = bodies.variants.size() < tiles.size();
+        if (shared) emit_bodies(bodies);
         align(16);
         const size_t entry = getSize();
         const Reg64 bases[4] = {r12, r13, r14, r15};
@@ -171,14 +159,13 @@ public:
         mov(r13, rsi);
         mov(r14, rdx);
         mov(r15, rcx);
-        for (size_t i = 0; i < tiles.size(); ++i) {
-            const PlacedTile& t = tiles[i];
-            lea_offset(rdi, r12, t.a_offset);
-            lea_offset(rsi, r13, t.b_offset);
-            lea_offset(rdx, r14, t.c_offset);
-            lea_offset(rcx, r15, t.bias_offset);
-            if (shared) call_back(body_offsets[body_of[i]]);
-            else emit_tile_body(t.variant);
+        for (const PlacedTile& t : tiles) {
+            if (shared) {
+                call_tile(t, bodies);
+            } else {
+                tile_pointers(t);
+                emit_tile_body(t.variant);
+            }
         }
         for (int i = 3; i >= 0; --i) pop(bases[i]);
         vzeroupper();
@@ -187,28 +174,49 @@ public:
         return entry;
     }
 
+    // The distinct tile variants of a whole-problem or sweep function, in first-use order, and where each one's
+    // body (a leaf function, emit_bodies) starts.
+    struct TileBodies {
+        std::vector<UkernelVariant> variants;
+        std::vector<size_t> offsets;
+        size_t index_of(const UkernelVariant& v) const {
+            size_t b = 0;
+            while (b < variants.size() && !same_variant(variants[b], v)) ++b;
+            return b;
+        }
+        void add(const UkernelVariant& v) {
+            if (index_of(v) == variants.size()) variants.push_back(v);
+        }
+    };
+    void emit_bodies(TileBodies& bodies) {
+        for (const UkernelVariant& v : bodies.variants) {
+            align(16);
+            bodies.offsets.push_back(getSize());
+            emit_tile_body(v);
+            ret();
+        }
+    }
+    // A tile's pointers in rdi/rsi/rdx/rcx from the base pointers in r12-r15.
+    void tile_pointers(const PlacedTile& t) {
+        lea_offset(rdi, r12, t.a_offset);
+        lea_offset(rsi, r13, t.b_offset);
+        lea_offset(rdx, r14, t.c_offset);
+        lea_offset(rcx, r15, t.bias_offset);
+    }
+    void call_tile(const PlacedTile& t, const TileBodies& bodies) {
+        tile_pointers(t);
+        call_back(bodies.offsets[bodies.index_of(t.variant)]);
+    }
+
     // The row sweep (RowSweep): every distinct tile a function (a leaf taking its pointers in rdi/rsi/rdx/rcx),
     // then the entry: a loop over the full row tiles calling the row's tiles, and the tail row's tiles after it.
     // The base pointers live in r12-r15, the row tile count in rbx and the tail flag in rbp.
     size_t emit_row_sweep(const RowSweep& s) {
         in_whole_ = true;
-        std::vector<UkernelVariant> bodies;
-        std::vector<size_t> body_offsets;
-        auto body_of = [&](const UkernelVariant& v) {
-            size_t b = 0;
-            while (b < bodies.size() && !same_variant(bodies[b], v)) ++b;
-            return b;
-        };
-        for (const auto* row : {&s.full_row, &s.tail_row}) {
-            for (const PlacedTile& t : *row) {
-                if (body_of(t.variant) < bodies.size()) continue;
-                bodies.push_back(t.variant);
-                align(16);
-                body_offsets.push_back(getSize());
-                emit_tile_body(t.variant);
-                ret();
-            }
-        }
+        TileBodies bodies;
+        for (const auto* row : {&s.full_row, &s.tail_row})
+            for (const PlacedTile& t : *row) bodies.add(t.variant);
+        emit_bodies(bodies);
         align(16);
         const size_t entry = getSize();
         const Reg64 saved[6] = {r12, r13, r14, r15, rbx, rbp};
@@ -220,13 +228,7 @@ public:
         mov(rbx, r8);
         mov(rbp, r9);
         auto call_row = [&](const std::vector<PlacedTile>& row) {
-            for (const PlacedTile& t : row) {
-                lea_offset(rdi, r12, t.a_offset);
-                lea_offset(rsi, r13, t.b_offset);
-                lea_offset(rdx, r14, t.c_offset);
-                lea_offset(rcx, r15, t.bias_offset);
-                call_back(body_offsets[body_of(t.variant)]);
-            }
+            for (const PlacedTile& t : row) call_tile(t, bodies);
         };
         Xbyak::Label tail, done;
         test(rbx, rbx);

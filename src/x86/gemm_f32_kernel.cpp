@@ -173,15 +173,7 @@ void GemmF32Kernel::run(const RunArgs& args) const {
         // One generated call per batch: nothing else between the caller and the arithmetic.
         // A transposed B is first packed whole into this thread's panels (plan: single_call with pack_b).
         auto one_batch = [&](int64_t t) {
-            const float* b_batch = b + t * p_.stride_b;
-            if (plan_.pack_b) {
-                const int nr = plan_.nr();
-                const bool avx512 = plan_.layout.isa >= hw::X86Isa::avx512;
-                float* panels = pack_buffer<1>(static_cast<size_t>(ceil_div(p_.n, nr) * nr * p_.k));
-                pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, avx512, panels);
-                b_batch = panels;
-            }
-            whole_(a + t * p_.stride_a, b_batch, c + t * p_.stride_c, bias, a, a, c, nullptr);
+            whole_(a + t * p_.stride_a, whole_b(b + t * p_.stride_b), c + t * p_.stride_c, bias, a, a, c, nullptr);
         };
         if (plan_.threads > 1 && p_.batch > 1) runner_->parallel_for_in_runs(p_.batch, plan_.threads, one_batch);
         else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
@@ -227,19 +219,21 @@ void GemmF32Kernel::run(const RunArgs& args) const {
 // tiles and the row tail. A B to pack is packed whole first, into the thread's panels (K is short: a few
 // hundred KB at most).
 void GemmF32Kernel::run_sweep(const float* a, const float* b, float* c, const float* bias) const {
-    const int mr = plan_.layout.mr, nr = plan_.nr();
+    const int mr = plan_.layout.mr;
     auto one_batch = [&](int64_t batch) {
-        const float* b_batch = b + batch * p_.stride_b;
-        if (plan_.pack_b) {
-            float* panels = pack_buffer<1>(static_cast<size_t>(ceil_div(p_.n, nr) * nr * p_.k));
-            pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, plan_.layout.isa >= hw::X86Isa::avx512,
-                       panels);
-            b_batch = panels;
-        }
-        sweep_(a + batch * p_.stride_a, b_batch, c + batch * p_.stride_c, bias, p_.m / mr, p_.m % mr != 0 ? 1 : 0);
+        sweep_(a + batch * p_.stride_a, whole_b(b + batch * p_.stride_b), c + batch * p_.stride_c, bias, p_.m / mr,
+               p_.m % mr != 0 ? 1 : 0);
     };
     if (plan_.threads > 1) runner_->parallel_for_in_runs(p_.batch, plan_.threads, one_batch);
     else for (int64_t t = 0; t < p_.batch; ++t) one_batch(t);
+}
+
+const float* GemmF32Kernel::whole_b(const float* b_batch) const {
+    if (!plan_.pack_b) return b_batch;
+    const int nr = plan_.nr();
+    float* panels = pack_buffer<1>(static_cast<size_t>(ceil_div(p_.n, nr) * nr * p_.k));
+    pack_b_f32(b_batch, p_.ldb, p_.trans_b, 0, p_.k, 0, p_.n, nr, plan_.layout.isa >= hw::X86Isa::avx512, panels);
+    return panels;
 }
 
 int64_t GemmF32Kernel::a_tile_floats() const {

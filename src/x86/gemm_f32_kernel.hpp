@@ -56,6 +56,9 @@ private:
     int64_t a_tile_floats() const;
     void run_split(const float* a, const float* b, float* c, const float* bias) const;
     void run_sweep(const float* a, const float* b, float* c, const float* bias) const;
+    // A batch's B as the single call and the row sweep read it: all of it packed into this thread's panels (one
+    // block of [k][nr] panels) where the plan packs B, else as stored.
+    const float* whole_b(const float* b_batch) const;
     UkernelFn ukernel(RowKind rows, bool col_tail, Phase phase) const { return fns_[rows][col_tail][phase]; }
 
     Problem p_;
