@@ -3602,6 +3602,29 @@ TEST_CASE("x86 lowp planner: bf16 with K <= 4 or an odd K <= 7 on converted FMAs
     CHECK(p3.layout.a_row_bytes == 12);
 }
 
+TEST_CASE("x86 lowp planner: vdpbf16ps tiles read an A stored M x K in place over an odd K", "[x86][lowp][plan]") {
+    // A core of one zmm FMA per cycle (Zen 4), where vdpbf16ps runs at the f32 FMA rate and serves bf16.
+    jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    cpu.amx_tile = cpu.amx_bf16 = cpu.amx_int8 = false;
+    cpu.zmm_fma_per_cycle = 1;
+    cpu.bf16_dot_full_rate = true;
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, bool ta, X86Isa isa) {
+        const jitmm::Problem p = planner_problem(m, n, k, ta, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, cpu, isa, 1);
+    };
+    for (const int64_t k : {2971, 2970, 101}) {
+        const jitmm::plan::X86LowpPlan in_place = plan(674, 16, k, false, X86Isa::avx512_bf16);
+        INFO(in_place.describe());
+        REQUIRE(in_place.layout.step == jitmm::plan::LowpStep::dot_bf16);
+        CHECK_FALSE(in_place.pack_a);
+        CHECK(in_place.layout.a_odd_k_word == (k % 2 != 0));
+    }
+    // An A stored K x M is still transposed into panels.
+    const jitmm::plan::X86LowpPlan transposed = plan(674, 16, 2971, true, X86Isa::avx512_bf16);
+    CHECK(transposed.pack_a);
+    CHECK_FALSE(transposed.layout.a_odd_k_word);
+}
+
 TEST_CASE("x86 lowp planner: VNNI dot products for decode rows only where K is more than their reductions",
           "[x86][lowp][plan]") {
     // A K of one vector over 6 rows or more (half a vector over 4) is B packed; fewer rows read B in place.
@@ -3862,7 +3885,9 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
 // bf16 rows read in place by AMX tiles in whole 64-byte steps would multiply what lies past K (the rows'
 // padding) by the packed side's zero k rows: a NaN or an Inf there would turn outputs into NaN. The rows' padding
 // (and A's) here is NaN: every output must still be the exact sum. Few rows over a transposed B (the swapped
-// order reads B's rows as tile rows), K not whole steps, ldb and lda past K, one and two K blocks.
+// order reads B's rows as tile rows), K not whole steps, ldb and lda past K, one and two K blocks. The vdpbf16ps
+// tiles read A in place over an odd K (one row's last value alone, LowpLayout::a_odd_k_word): NaN right after
+// each row, and an A ending at a guard page whose last row ends at its last byte.
 TEST_CASE("x86 lowp bf16: NaN in the rows' padding past K never reaches C", "[x86][lowp]") {
     struct Shape {
         int64_t m, n, k, lda, ldb;
@@ -3870,7 +3895,9 @@ TEST_CASE("x86 lowp bf16: NaN in the rows' padding past K never reaches C", "[x8
     };
     const Shape shapes[] = {{8, 300, 100, 128, 128, true}, {1, 300, 33, 40, 64, true},  {2, 700, 100, 104, 128, true},
                             {4, 64, 40, 64, 64, true},     {16, 1000, 48, 64, 64, true}, {8, 300, 1000, 1024, 1024, true},
-                            {300, 300, 100, 128, 320, false}, {1000, 100, 33, 64, 128, false}};
+                            {300, 300, 100, 128, 320, false}, {1000, 100, 33, 64, 128, false},
+                            {674, 16, 2971, 2976, 16, false}, {61, 48, 101, 104, 64, false},
+                            {9, 33, 77, 78, 40, false}, {130, 70, 1233, 1240, 80, false}};
     const uint16_t kNan = 0x7fc0, kHalf = 0x3f00, kQuarter = 0x3e80;  // bf16 NaN, 0.5, 0.25
     for (const Tier& tier : runnable_tiers()) {
         EngineGuard e{make_engine(tier.name, 1)};
@@ -3901,6 +3928,26 @@ TEST_CASE("x86 lowp bf16: NaN in the rows' padding past K never reaches C", "[x8
             REQUIRE(jitmm_matmul(e.e, &d, &args) == JITMM_STATUS_SUCCESS);
             int64_t wrong = 0;
             for (float v : c) wrong += !(v == 0.125f * float(s.k));  // exact: sums of 0.125 in f32
+            CHECK(wrong == 0);
+        }
+        for (const Shape& s : shapes) {
+            if (s.k % 2 == 0 || s.trans_b) continue;
+            INFO("tier " << tier.name << " " << s.m << "x" << s.n << "x" << s.k << " lda = K, A ending at a guard page");
+            GuardedBytes guarded_a(static_cast<size_t>(s.m * s.k * 2));
+            uint16_t* a = reinterpret_cast<uint16_t*>(guarded_a.data());
+            for (int64_t i = 0; i < s.m * s.k; ++i) a[i] = kHalf;
+            std::vector<uint16_t> b(static_cast<size_t>(s.k * s.n), kQuarter);
+            std::vector<float> c(static_cast<size_t>(s.m * s.n), std::numeric_limits<float>::quiet_NaN());
+            jitmm_matmul_desc d;
+            REQUIRE(jitmm_matmul_desc_init(&d) == JITMM_STATUS_SUCCESS);
+            d.m = s.m; d.n = s.n; d.k = s.k;
+            d.a_type = JITMM_DTYPE_BF16; d.b_type = JITMM_DTYPE_BF16; d.c_type = JITMM_DTYPE_F32;
+            jitmm_matmul_args args;
+            REQUIRE(jitmm_matmul_args_init(&args) == JITMM_STATUS_SUCCESS);
+            args.a = a; args.b = b.data(); args.c = c.data();
+            REQUIRE(jitmm_matmul(e.e, &d, &args) == JITMM_STATUS_SUCCESS);
+            int64_t wrong = 0;
+            for (float v : c) wrong += !(v == 0.125f * float(s.k));
             CHECK(wrong == 0);
         }
     }

@@ -1174,8 +1174,14 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     const char* bf16_any = std::getenv("JITMM_X86_LOWP_BF16_ANY_STRIDE");  // 0: packed as before (measurements)
     const bool bf16_any_off = L.step == LowpStep::amx_bf16 && bf16_any != nullptr && bf16_any[0] == '0';
     const bool amx_any_stride = amx_rows_any_stride(L.step, false, p.m, p.n) && !bf16_any_off;
+    // bf16 over an odd K reads each row's last value alone (LowpLayout::a_odd_k_word). Packing copied all of A
+    // for it, a call's only pass over A where N is one column panel (1 thread, Zen 4, median us of 3 alternated
+    // runs, packed -> in place: 674x16x2971 683 -> 350, 2000x32x99 67 -> 58, 300x64x1001 177 -> 167, 128x4096x4095
+    // 25.4 -> 24.2 ms; 1000x1000x1001 and 1024x4096x1023 even).
+    const bool bf16_odd_k_in_place = L.step == LowpStep::dot_bf16 && L.isa >= hw::X86Isa::avx512;
     plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a ||
-                  (p.k % k_multiple != 0 && !amx_short_k && !amx_any_stride && !vnni_k_tail_in_place) ||
+                  (p.k % k_multiple != 0 && !amx_short_k && !amx_any_stride && !vnni_k_tail_in_place &&
+                   !bf16_odd_k_in_place) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
     // AMX keeps the A tile (32 rows of kc) in L1 while the B panels stream past: rows whose stride crowds
     // the tile's lines into few L1 sets (a large power-of-two K) evict each other. Packing copies them to
@@ -1206,6 +1212,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // 1000x32x1000 (1) 100 -> 56, 64x16x4100 x8 (1) 595 -> 377, 500x64x1582 NT (2) 121 -> 81, 300x128x777 NT (4)
     // 52 -> 41, 200x200x1000 NT (7) 71.6 -> 64.3, 2000x256x1000 (8) 853 -> 766; 500x500x500 (16) even, 500 ->
     // 167; 92x4x5920 (aligned rows, K whole steps: in place before) even.
+    L.a_odd_k_word = bf16_odd_k_in_place && !plan.pack_a && p.k % 2 != 0;
     L.a_last_step_copied = L.step == LowpStep::amx_bf16 && !plan.pack_a &&
                            amx_swapped_last_step_copied(L.step, p.k - (k_blocks - 1) * plan.kc, k_blocks == 1);
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
@@ -1274,6 +1281,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.c_prefetch) w.i64('P', 1);
     if (L.a_f16_in_place) w.i64('H', L.a_k_bytes);
     if (L.f16_k_pairs) w.i64('k', 1);
+    if (L.a_odd_k_word) w.i64('o', 1);
 }
 
 // bf16 with an A stored M x K over at most kBf16CtMaxColumns columns, below AMX: the broadcast tiles spend a

@@ -172,6 +172,10 @@ struct LowpLayout {
     // packed A's two f32 values of a row broadcast to every lane pair: one FMA a row for two k values. The pairs'
     // lanes are summed before the epilogue.
     bool f16_k_pairs = false;
+    // dot_bf16 with A read in place over an odd K: the last k value of each row read alone (a word broadcast to
+    // the even lanes, zero in the odd ones) instead of the dword that would take the next row's first value,
+    // which packed B's zero k row does not cancel where it is a NaN or an infinity. A was packed for any odd K.
+    bool a_odd_k_word = false;
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
     int nr() const { return dot_nt ? nv : nv * (step_is_amx(step) ? 16 : vlen()); }

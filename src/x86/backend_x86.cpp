@@ -362,8 +362,8 @@ struct LowpFamily {
     // call (its sixth argument); 23: and no longer serves over three or four steps past 160 products (the kernel
     // refuses an artifact whose whole-call choice differs from amx_whole_call_fits); 24: and visits row tile by
     // row tile over a C of 32 KB; 25: and serves up to 128 C tiles; 26: one-vector tiles of the vdpbf16ps and
-    // f32 FMA steps take A by embedded broadcasts
-    static constexpr int kVersion = 26;
+    // f32 FMA steps take A by embedded broadcasts; 27: vdpbf16ps tiles read an A in place over an odd K
+    static constexpr int kVersion = 27;
     static const char* generator(const Recipe& r) {
         const bool zmm = r.layout.isa >= hw::X86Isa::avx512;
         switch (r.layout.step) {
@@ -411,6 +411,15 @@ public:
             row.trans_a = false;
             row.lda = p.k;
             return plan(row, c_transposable);
+        }
+        // Likewise one column of B stored K x 1 (ldb 1) is a row stored 1 x K: a matrix-vector product, read as
+        // NT the dot paths sum along K in vectors (1 thread, 1x1x3664 f32: 4.0 us on a broadcast tile's one
+        // serial FMA chain).
+        if (p.n == 1 && !p.trans_b && p.ldb == 1 && p.k > 1) {
+            Problem column = p;
+            column.trans_b = true;
+            column.ldb = p.k;
+            return plan(column, c_transposable);
         }
         // K = 1 (an outer product): an A stored 1 x M holds the same M values as an M x 1 column of stride 1,
         // and a B stored N x 1 with stride 1 the same N values as a 1 x N row; planned untransposed, neither is

@@ -45,6 +45,8 @@ public:
         if (L_.f16_k_pairs) {
             const int next = k_loop(v.k_len / 2);
             if (v.k_len % 2 != 0) k_pair_step(next, /*single=*/true);  // K's odd last value
+        } else if (L_.a_odd_k_word && v.k_len % 2 != 0) {
+            odd_k_step(k_loop(v.k_len / 2));
         } else {
             k_loop((v.k_len + plan::step_group(L_.step) - 1) / plan::step_group(L_.step));
         }
@@ -233,6 +235,19 @@ private:
             }
             const Xmm a = bcast();
             for (int j = 0; j < nvec_; ++j) multiply(a, i, j);
+        }
+    }
+
+    // LowpLayout::a_odd_k_word: the last k pair of an odd K block, whose second value lies past the row. Each
+    // row's last bf16 is broadcast to the even words only (k4 = every other word), so the pair is (a, 0) against
+    // B's (b, 0): a * b exactly, whatever lies past the row.
+    void odd_k_step(int u) {
+        mov(eax, 0x55555555);
+        kmovd(k4, eax);
+        for (int j = 0; j < nvec_; ++j) vmovups(bvec(j), ptr[rsi + u * b_group_bytes() + j * vector_bytes()]);
+        for (int i = 0; i < rows_; ++i) {
+            vpbroadcastw(bcast() | k4 | T_z, ptr[rdi + i * L_.a_row_bytes + u * 4]);
+            for (int j = 0; j < nvec_; ++j) multiply(bcast(), i, j);
         }
     }
 

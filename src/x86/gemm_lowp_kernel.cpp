@@ -232,7 +232,7 @@ GemmLowpKernel::GemmLowpKernel(KernelMeta meta, const Problem& p, const plan::X8
         const int64_t step = k_blocks_ == 1 ? plan::amx_k_step_bytes(plan_.layout.step, p_.k) : 64;
         overrun_bytes_ = ceil_div(last_k, step) * step - last_k;
     } else if (!plan::step_is_amx(plan_.layout.step) && !plan_.layout.dot_nt && !plan_.layout.swap_ab &&
-               !plan_.pack_a) {
+               !plan_.pack_a && !plan_.layout.a_odd_k_word) {
         const int64_t g = plan::step_group(plan_.layout.step);
         overrun_bytes_ = ceil_div(p_.k, g) * g - p_.k;
     }
