@@ -1460,9 +1460,10 @@ TEST_CASE("x86 lowp: a transposed A packs into the panels element by element wou
                                {LowpStep::vnni_u8s8, JITMM_DTYPE_S8, 0x80},
                                {LowpStep::vnni_u8s8, JITMM_DTYPE_U8, 0},   {LowpStep::amx_bf16, JITMM_DTYPE_BF16, 0},
                                {LowpStep::dot_bf16, JITMM_DTYPE_BF16, 0}};
-    // (From 256 rows and 64 bytes of K, the stored lines are walked whole, in passes of up to 512 rows.)
+    // (From 256 rows and 64 bytes of K, the stored lines are walked whole, in passes of up to 512 rows; so are
+    // panel rows of one 16-byte piece at any row count: 8 bf16, 16 int8.)
     const int row_counts[] = {1, 5, 8, 9, 15, 16, 17, 31, 32, 256, 300, 577};
-    const int64_t k_lens[] = {1, 2, 7, 31, 32, 33, 64, 65, 100, 130};
+    const int64_t k_lens[] = {1, 2, 7, 12, 16, 31, 32, 33, 64, 65, 100, 130};
     std::mt19937 rng(7007);
     std::uniform_int_distribution<int> byte(0, 255);
     int it = 0;

@@ -719,7 +719,7 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
     // per row tile, which a K of a few values made most of the packing (1 thread, with pack_a_lowp's vector
     // permutes of short rows: bf16 46x16x9 NT x7 1.90 -> 1.11 us, s8 300x40x7 2.07 -> 1.01).
     const int64_t a_row_bytes = plan_.a_panel_ld * esz;
-    const bool dense_a_rows = !amx && !p_.trans_a && plan_.a_panel_ld == groups * g;
+    const bool dense_a_rows = !amx && plan_.a_panel_ld == groups * g;
     const int64_t a_block_rows =
         dense_a_rows ? std::max<int64_t>(mr, kDenseABlockBytes / a_row_bytes / mr * mr) : int64_t(mr);
     if (!row_split && !col_split) {  // one kind: batch by batch
@@ -733,8 +733,8 @@ void GemmLowpKernel::run_small(const RunArgs& args, float scale, int64_t batch_b
                 call.a_stride = a_row_bytes;
                 for (int64_t i0 = 0; i0 < p_.m; i0 += a_block_rows) {
                     const int64_t rows = std::min(a_block_rows, p_.m - i0);
-                    pack_a_lowp(L.step, p_.a_type, a, p_.lda, false, i0, static_cast<int>(rows), 0, p_.k, groups * g,
-                                plan_.a_panel_ld, a_block);
+                    pack_a_lowp(L.step, p_.a_type, a, p_.lda, p_.trans_a, i0, static_cast<int>(rows), 0, p_.k,
+                                groups * g, plan_.a_panel_ld, a_block);
                     for (int64_t ir = i0; ir < i0 + rows; ir += mr)
                         run_row_tile(b_panels_of(bt, 0), 0, c, ir, a_block + (ir - i0) * a_row_bytes, 0, full_panels,
                                      full_panels * nr < p_.n);

@@ -213,8 +213,12 @@ void pack_a_transposed(const void* a, int64_t lda, int elem_bytes, int64_t i0, i
     // lines take the line walk, in passes of at most kRowsPerPass rows: the panel lines a pass writes 16 bytes of
     // at a time stay in L2 until the pass completes them (3072x2x1024 TN s8: one 1344-row pass 640 us, 512-row
     // passes 490; 256-row 890, 128-row 1280: the shorter the runs along the stored rows, the slower).
+    // A K of one 16-byte piece (8 bf16, 16 int8) takes the line walk at any row count: each panel row is that one
+    // piece, and the walk fills all four lanes of a transpose (4N rows) where transpose_rows would fill one (N
+    // rows, the other lanes past K) for the same shuffles.
     constexpr int kMinLineWalkRows = 256, kRowsPerPass = 512;
-    if (rows < kMinLineWalkRows || k_len * elem_bytes < 64) {
+    const bool one_piece = k_padded * elem_bytes <= 16;
+    if (!one_piece && (rows < kMinLineWalkRows || k_len * elem_bytes < 64)) {
         if (elem_bytes == 1) transpose_rows<1>(origin, lda, rows, k_len, k_padded, panel_ld, flip, out);
         else transpose_rows<2>(origin, lda * 2, rows, k_len, k_padded, panel_ld * 2, flip, out);
         return;
