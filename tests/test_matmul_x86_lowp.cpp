@@ -814,6 +814,64 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
     }
 }
 
+// Past decode rows (17-256, which a core of one zmm product a cycle takes by the cost model, forced here on any
+// chip): many row tiles and their tails, s8 and u8, NT and TT, dequantized and s32 C, 1 and 2 threads, exact.
+TEST_CASE("x86 lowp VNNI: dot products over up to 256 rows (forced), exactly", "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
+        WARN("SKIPPED: no AVX512-VNNI on this CPU");
+        return;
+    }
+    const EnvGuard forced("JITMM_X86_LOWP_DOT", "1");
+    std::mt19937 rng(1766);
+    int it = 0;
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("avx512_vnni", threads)};
+        for (int64_t m : {17, 33, 102, 255}) {
+            for (int64_t n : {9, 28, 77}) {
+                Case c;
+                c.a = it % 2 ? JITMM_DTYPE_U8 : JITMM_DTYPE_S8;
+                c.b = JITMM_DTYPE_S8;
+                c.c = it % 3 == 1 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                c.m = m;
+                c.n = n;
+                c.k = 2048 + kOdd[it % 8];
+                c.tb = true;
+                c.ta = it % 4 == 3;
+                c.lda_pad = it % 5 == 1 ? 3 : 0;
+                c.ldb_pad = it % 3 == 2 ? 5 : 0;
+                c.batch = it % 6 == 4 ? 2 : 1;
+                if (it % 7 == 2) {
+                    c.a_fill = c.a == JITMM_DTYPE_U8 ? 255 : -128;
+                    c.b_fill = -128;
+                }
+                if (c.c == JITMM_DTYPE_F32) {
+                    c.alpha = 0.01f;
+                    c.a_scale = JITMM_SCALE_PER_ROW;
+                    c.b_scale = JITMM_SCALE_PER_COLUMN;
+                    c.epilogue = static_cast<jitmm_epilogue>(it % JITMM_EPILOGUE_COUNT);
+                    c.bias_layout = (it % 2) ? JITMM_BIAS_PER_ROW : JITMM_BIAS_PER_COLUMN;
+                }
+                INFO("m " << m << " n " << n << " k " << c.k << " it " << it);
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+        jitmm_matmul_desc d;
+        jitmm_matmul_desc_init(&d);
+        d.m = 100; d.n = 28; d.k = 3000;
+        d.a_type = d.b_type = JITMM_DTYPE_S8;
+        d.c_type = JITMM_DTYPE_S32;
+        d.trans_b = 1;
+        jitmm_kernel* k = nullptr;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &k) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_info info;
+        info.struct_size = sizeof info;
+        jitmm_kernel_get_info(k, &info);
+        CHECK(std::string(info.recipe).find("dotNT") != std::string::npos);
+        jitmm_kernel_release(k);
+    }
+}
+
 TEST_CASE("x86 lowp VNNI dot products: A stored K x M transposed by vectors, s8 row sums by vpsadbw, exactly",
           "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
@@ -3643,6 +3701,9 @@ TEST_CASE("x86 lowp planner: VNNI dot products for decode rows only where K is m
     CHECK(dot(2, 4096, 32, JITMM_DTYPE_U8, X86Isa::amx));
     CHECK(dot(4, 4096, 64, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
     CHECK(dot(16, 4096, 4096, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
+    // Past 16 rows only on a core of one zmm product a cycle, where the cost model prefers the dot products: a
+    // long K over few columns.
+    CHECK_FALSE(dot(30, 28, 3354, JITMM_DTYPE_S8, X86Isa::avx512_vnni));
     // A core of one zmm FMA per cycle (Zen 4) packs B further: 2 rows from half a vector of K, 4 from one, 8 up
     // to three.
     jitmm::hw::CpuInfo zen4 = cpu;
@@ -3660,6 +3721,16 @@ TEST_CASE("x86 lowp planner: VNNI dot products for decode rows only where K is m
     CHECK(dot_zen4(4, 4096, 128));
     CHECK_FALSE(dot_zen4(8, 3000, 192));
     CHECK(dot_zen4(8, 3000, 512));
+    // Past 16 rows by the cost model: a long K over few columns, up to 256 rows; not a short K, many columns or
+    // rows, nor 8 columns or fewer under 2 KB of K.
+    CHECK(dot_zen4(30, 28, 3354));
+    CHECK(dot_zen4(39, 18, 2832));
+    CHECK(dot_zen4(150, 20, 1000));
+    CHECK(dot_zen4(43, 7, 3379));
+    CHECK_FALSE(dot_zen4(709, 106, 260));
+    CHECK_FALSE(dot_zen4(33, 32, 800));
+    CHECK_FALSE(dot_zen4(300, 28, 3354));
+    CHECK_FALSE(dot_zen4(184, 6, 1392));
 }
 
 TEST_CASE("x86 lowp planner: the AMX roles swap only over an N wide for the rows", "[x86][lowp][plan]") {

@@ -582,7 +582,8 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_thr
 
 // VNNI decode, B stored N x K (a Linear layer's weights): dot products along K read B in place, so the weights
 // stream once per call at memory speed instead of being packed (a full copy of B per call, which held the
-// packed path to ~0.5x oneDNN on 1-16 rows). JITMM_X86_LOWP_DOT=0 turns it off.
+// packed path to ~0.5x oneDNN on 1-16 rows). JITMM_X86_LOWP_DOT=0 turns it off; 1 takes it up to
+// kDotMaxRowsModeled rows whatever the cost model says (tests).
 constexpr int64_t kDotMaxRows = 16;
 // A B this small is packed instead (as the small calls pack any B): the dot products' lane reductions and
 // per-call A packing cost more than packing it (1 thread, TSC per C API call, dot -> packed: 16^3 NT s8
@@ -594,6 +595,14 @@ constexpr int64_t kDotMinBBytes = 16 * 1024;
 // 8x30x300 NT 0.51 -> 0.48; 16 rows stay packed (16x16x256 NT s8 0.23, dot 0.88: one whole-call AMX function).
 constexpr int64_t kDotMinKBytesSmallB = 256;
 constexpr int64_t kDotMaxRowsSmallB = 8;
+// A core of one zmm FMA per cycle (Zen 4) keeps the dot products past decode rows, up to kDotMaxRowsModeled,
+// where a cost model of the two prefers them (dot_beats_packed_halved_zmm): A and B read in place (the packed
+// path's B transpose and column sums, and its columns padded to whole vectors, were most of such calls). 1
+// thread, median us of 2 rounds, packed -> dot: s8 17x12x3151 NT 8.8 -> 5.3, 39x18x2832 22.0 -> 13.5, 31x33x812
+// TT x2 21.5 -> 13.3, u8 43x7x3379 13.2 -> 8.2, 154x5x3377 x9 553 -> 380, 75x18x1962 22.4 -> 17.8, 18x108x3114
+// 37.1 -> 29.3, 149x20x995 21.5 -> 17.6. Where the model prefers the packed tiles, they won: u8 187x16x1736 23.2
+// against 30.8, 77x13x3926 23.3 against 25.7, s8 33x32x800 x13 66 against 74, 709x106x260 92 against 152.
+constexpr int64_t kDotMaxRowsModeled = 256;
 
 // A K of one 64-byte vector over 6 rows or more (4 from half a vector) leaves each dot product mostly its lane
 // reduction, as in the f32 dot family: B packed serves it better (1 thread, median us, dot -> packed: VNNI tier s8
@@ -612,6 +621,23 @@ constexpr int64_t kDotMinRowsHalfVector = 2;
 constexpr int64_t kDotMinRowsOneVector = 4;
 constexpr int64_t kDotMinRowsThreeVectors = 8;
 
+// The cost model behind kDotMaxRowsModeled, in cycles of one core of one zmm vpdpbusd a cycle (64 products):
+// the packed tiles run the products over columns padded to whole vectors of 16 at ~95% of that rate, after B's
+// transpose into panels with its column sums (~0.15 cycles a byte of B); the 4 x 4 dot tiles run them over
+// columns padded to 4 at ~71% (loads and B's shift beside the products), plus ~48 cycles of lane reductions and
+// stores a tile. Calibrated on Zen 4 over 80 random NT and TT shapes of 17-2048 rows; the dot products are
+// taken where they cost no more than the packed tiles. Not for 8 columns or fewer below 2 KB of K, where the
+// model misses what the dot products lose (u8 22x6x672 x8 10.8 -> 11.8 us, 184x6x1392 18.7 -> 20.2).
+bool dot_beats_packed_halved_zmm(const Problem& p) {
+    const double m = double(p.m), n = double(p.n), k = double(p.k * dtype_size(p.b_type));
+    if (p.n <= 8 && p.k * dtype_size(p.b_type) < 2048) return false;
+    const double products = m * n * k / 64.0;
+    const double packed = products * double(round_up(p.n, int64_t(16))) / n / 0.95 + 0.15 * n * k;
+    const double dot = products * double(round_up(p.n, int64_t(4))) / n / 0.71 +
+                       48.0 * double(ceil_div(p.m, int64_t(4))) * double(ceil_div(p.n, int64_t(4)));
+    return packed >= dot;
+}
+
 bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa, const hw::CpuInfo& cpu) {
     const char* env = std::getenv("JITMM_X86_LOWP_DOT");
     if (env != nullptr && env[0] == '0') return false;
@@ -623,7 +649,10 @@ bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa, const hw::CpuInfo
                          (k_bytes <= 192 && p.m >= kDotMinRowsThreeVectors)
                    : (k_bytes <= 64 && p.m >= kDotMinRowsShortK) || (k_bytes <= 32 && p.m >= kDotMinRowsHalfK);
     // zmm and mask registers: the AVX-512 VNNI tiers only (AVX-VNNI at avx2 packs B).
-    return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && p.m <= kDotMaxRows &&
+    const bool forced = env != nullptr && env[0] == '1';  // every row count the model may take (tests)
+    const bool rows_fit = p.m <= kDotMaxRows || (p.m <= kDotMaxRowsModeled &&
+                                                 (forced || (halved_zmm && dot_beats_packed_halved_zmm(p))));
+    return step == LowpStep::vnni_u8s8 && isa >= hw::X86Isa::avx512 && p.trans_b && rows_fit &&
            !reductions_dominate && p.a_zero_point == 0 &&
            p.ldb * dtype_size(p.b_type) * 15 < (int64_t(1) << 31) &&
            (p.n * p.k * dtype_size(p.b_type) > kDotMinBBytes ||
