@@ -1325,6 +1325,15 @@ TEST_CASE("x86 f32: many rows over few columns of a transposed B on the dot fami
         CHECK(jitmm::plan::dot_family_serves(nt(23, 7, 1892), avx512));
         CHECK(jitmm::plan::dot_family_serves(nt(300, 8, 128), avx512));
         CHECK(jitmm::plan::dot_family_serves(nt(256, 15, 1024), avx512));
+        // Over half a vector, batches of As past L2 between them keep the broadcast tiles; half a vector does not.
+        auto batched_nt = [](int64_t m, int64_t n, int64_t k, int64_t batch) {
+            jitmm::Problem p = dot_problem(Case{m, n, k, batch, false, true});
+            p.stride_a = m * k;  // an A per batch
+            return p;
+        };
+        CHECK_FALSE(jitmm::plan::dot_family_serves(batched_nt(65, 14, 2000, 24), avx512));
+        CHECK_FALSE(jitmm::plan::dot_family_serves(batched_nt(256, 13, 1024, 4), avx512));
+        CHECK(jitmm::plan::dot_family_serves(batched_nt(64, 4, 1024, 32), avx512));
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 12, 128), avx512));    // short K, over half a vector
         CHECK_FALSE(jitmm::plan::dot_family_serves(nt(300, 7, 32), avx512));      // K of two vectors
         CHECK(jitmm::plan::dot_family_serves(nt(17, 5, 114), avx512));            // from a K of 64

@@ -67,7 +67,10 @@ int balanced_tile_width(int64_t n, int widest, int threads) {
 // vector), 256x10x256 x8 263 -> 309 (A past L2), 1000x10x1000 341 -> 562 (A 4 MB: from memory), 100x7x300 TT 6.9 ->
 // 15.2 (the copy). Over a long K up to a vector less one: 256x13x1024 69 -> 43, 256x15x1024 64 -> 43. AVX2 (8-float
 // vectors): 23x7x1892 x7 102 -> 57, 1000x4x200 30 -> 17; 512x8x256 19 -> 24 and 300x7x128 6.3 -> 7.2 (over half a
-// vector on a short K) not kept.
+// vector on a short K) not kept. Over half a vector, batches whose As pass L2 between them keep the broadcast
+// tiles: each column tile re-reads the row tile's A rows, which half a vector of columns spares (1 thread, Zen 4,
+// median us, dot -> broadcast: 65x14x2000 x24 1573 -> 1169, 212x9x1066 x7 759 -> 573, 256x13x1024 x4 566 -> 391,
+// 30x10x3000 x16 629 -> 542; one batch keeps the dot kernel, 212x9x1066 42 against 63).
 // A K from 64 (not 128) since B's transposing pack became the broadcast family's cost over few columns (1 thread,
 // median us of 3 alternated rounds, broadcast -> dot: 17x5x114 x4 1.73 -> 0.84, x1 0.46 -> 0.24, x32 13.5 -> 6.8,
 // 34x5x114 x4 3.30 -> 1.60, 17x5x64 x4 0.98 -> 0.55, 17x8x100 x4 1.49 -> 1.01, 64x4x64 x16 11.7 -> 5.7, 300x7x64
@@ -81,7 +84,8 @@ bool few_columns_long_k(const Problem& p, hw::X86Isa isa) {
     const double a_bytes = 4.0 * double(p.m) * double(p.k);
     const double a_all_bytes = p.stride_a != 0 ? a_bytes * double(p.batch) : a_bytes;
     const bool long_k = p.k >= kDotFewColumnsLongK;
-    return p.m > 16 && (p.n <= vlen / 2 || (long_k && p.n < vlen)) && !p.trans_a && p.k >= kDotFewColumnsMinK &&
+    return p.m > 16 && (p.n <= vlen / 2 || (long_k && p.n < vlen && a_all_bytes <= kDotFewColumnsMaxABytes)) &&
+           !p.trans_a && p.k >= kDotFewColumnsMinK &&
            a_bytes <= kDotFewColumnsMaxABytes && (long_k || a_all_bytes <= kDotFewColumnsMaxABytes);
 }
 
