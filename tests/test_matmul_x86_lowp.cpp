@@ -4044,15 +4044,30 @@ TEST_CASE("x86 lowp planner: f16 with B stored K x N over few row tiles reads B 
     CHECK(dense.layout.b_prefetch_k == 0);
     CHECK(plan(4, 15, 3473, true, false, X86Isa::avx512_fp16).layout.b_in_place);  // TN
     CHECK(plan(27, 1046, 241, false, false, X86Isa::avx512).layout.b_in_place);
-    // Not for many row tiles (packing pays), a transposed B, bf16, or the avx2 tier (no masked widening loads).
+    // Not for many row tiles (packing pays), a transposed B, or the avx2 tier (no masked widening loads).
     CHECK_FALSE(plan(1024, 1024, 1024, false, false, X86Isa::amx).layout.b_in_place);
     CHECK_FALSE(plan(9, 449, 883, false, true, X86Isa::amx).layout.b_in_place);
     CHECK_FALSE(plan(27, 1046, 241, false, false, X86Isa::avx2).layout.b_in_place);
-    const jitmm::Problem bf16 = planner_problem(27, 1046, 241, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
-    CHECK_FALSE(jitmm::plan::plan_x86_lowp(bf16, cpu, X86Isa::avx512, 1).layout.b_in_place);
+    // bf16 on the f32 FMAs too (widened by a zero extension and a shift).
+    const auto bf16 = [&](int64_t m, const jitmm::hw::CpuInfo& on) {
+        const jitmm::Problem p = planner_problem(m, 1046, 241, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+        return jitmm::plan::plan_x86_lowp(p, on, X86Isa::avx512_bf16, 1);
+    };
+    CHECK(bf16(27, cpu).layout.b_in_place);
+    // Where vdpbf16ps runs at the FMA rate (Zen 4), up to 16 rows leave it for the FMAs over B in place.
+    jitmm::hw::CpuInfo zen4 = cpu;
+    zen4.amx_tile = zen4.amx_bf16 = zen4.amx_int8 = false;
+    zen4.zmm_fma_per_cycle = 1;
+    zen4.bf16_dot_full_rate = true;
+    for (const int64_t m : {1, 7, 16}) {
+        INFO("m " << m);
+        CHECK(bf16(m, zen4).layout.step == jitmm::plan::LowpStep::fma_f32);
+        CHECK(bf16(m, zen4).layout.b_in_place);
+    }
+    CHECK(bf16(17, zen4).layout.step == jitmm::plan::LowpStep::dot_bf16);
 }
 
-TEST_CASE("x86 lowp f16: B read in place (column tails, K blocks, streamed rows) over layouts, pads, batches, tiers",
+TEST_CASE("x86 lowp f16 and bf16: B read in place (column tails, K blocks, streamed rows) over layouts, pads, batches, tiers",
           "[x86][lowp]") {
     // The low-precision kernels' own short-K paths (the planner would widen some of these shapes to f32).
     EnvGuard widen("JITMM_X86_LOWP_WIDEN", "0");
@@ -4072,14 +4087,15 @@ TEST_CASE("x86 lowp f16: B read in place (column tails, K blocks, streamed rows)
         for (int threads : {1, 3}) {
             EngineGuard e{make_engine(tier.name, threads)};
             int it = 0;
+            for (const jitmm_dtype type : {JITMM_DTYPE_F16, JITMM_DTYPE_BF16})
             for (const Shape& s : shapes) {
                 if (threads > 1 && it % 2 == 1) {
                     ++it;
                     continue;
                 }
                 Case c;
-                c.a = c.b = JITMM_DTYPE_F16;
-                c.c = it % 3 == 1 ? JITMM_DTYPE_F16 : JITMM_DTYPE_F32;
+                c.a = c.b = type;
+                c.c = it % 3 == 1 ? type : JITMM_DTYPE_F32;
                 c.m = s.m;
                 c.n = s.n;
                 c.k = s.k;

@@ -184,6 +184,7 @@ bool amx_whole_call_likely(const Problem& p) {
 // stays on the converted f32 FMAs (choose_step).
 constexpr int64_t kBf16DotOddFmaMaxK = 7;
 constexpr int64_t kBf16DotOddFmaMaxKN = 256;
+constexpr int64_t kBf16FmaBInPlaceMaxRows = 16;  // (see choose_step)
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
@@ -354,8 +355,15 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // JITMM_X86_BF16_DOT=1|0 forces one (measurements).
         const char* dot = std::getenv("JITMM_X86_BF16_DOT");
         const bool dot_forced_on = dot != nullptr && dot[0] == '1', dot_forced_off = dot != nullptr && dot[0] == '0';
-        const bool fma_short_k = p.k == 1 || (!p.trans_a && p.k % 2 == 1 && p.k <= kBf16DotOddFmaMaxK &&
-                                               p.k * p.n <= kBf16DotOddFmaMaxKN);
+        // And up to kBf16FmaBInPlaceMaxRows rows times a B stored K x N, which the FMAs read in place (each k row
+        // widened as loaded, LowpLayout::b_in_place) where vdpbf16ps needs its k pairs packed: 1 thread, Zen 4,
+        // median us, dot_bf16 -> fma_f32 with B in place: 1x48x796 2.60 -> 1.49, 3x671x1154 200 -> 138, 4x4096x4096
+        // 5106 -> 3273, 7x144x135 x49 298 -> 182, 16x1000x1000 369 -> 318; not from 30 rows (30x500x300 x4 286 ->
+        // 372, 48x2000x512 598 -> 973).
+        const bool fma_b_in_place = !p.trans_b && p.m <= kBf16FmaBInPlaceMaxRows && isa >= hw::X86Isa::avx512;
+        const bool fma_short_k = fma_b_in_place || p.k == 1 ||
+                                 (!p.trans_a && p.k % 2 == 1 && p.k <= kBf16DotOddFmaMaxK &&
+                                  p.k * p.n <= kBf16DotOddFmaMaxKN);
         if (isa >= hw::X86Isa::avx512_bf16 && !dot_forced_off &&
             (dot_forced_on || (cpu.bf16_dot_full_rate && !fma_short_k)))
             return LowpStep::dot_bf16;
@@ -364,9 +372,9 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
 }
 
 // The packed element type equals A's own: the kernel can read A where it lies.
-// f16 with B stored K x N over at most this many row tiles reads B in place (LowpLayout::b_in_place): each B
-// value then serves that many tiles, and widening it in every tile's loads costs less than packing it (a
-// store and a reload of 4 bytes per 2-byte value). 1 thread, median us, packed -> in place (f32 in place):
+// f16 or bf16 on the f32 FMAs with B stored K x N over at most this many row tiles reads B in place
+// (LowpLayout::b_in_place): each B value then serves that many tiles, and widening it in every tile's loads costs
+// less than packing it (a store and a reload of 4 bytes per 2-byte value). f16: 1 thread, median us, packed -> in place (f32 in place):
 // 14x1046x241 81 -> 37 (36), 14x2000x1000 1040 -> 390 (590), 28x512x512 112 -> 78 (68), 56x1046x241 187 ->
 // 147 (148), 84x1046x241 241 -> 223 (225), 84x2000x1000 2370 -> 2150 (2300); past it packing wins: 126x512x512
 // 336 -> 345 (324), 252x1046x241 609 -> 684 (597), 1024^3 10100 -> 18000 (10050).
@@ -386,11 +394,12 @@ constexpr int64_t kF16KPairsTransposedAInPlaceMaxK = 12;  // where the k pairs s
 constexpr int64_t kF16KPairsMinK = 8;
 constexpr int kF16BRowPrefetchSteps = 32;
 
-bool f16_b_in_place_fits(const Problem& p, const LowpLayout& L) {
+bool b_in_place_fits(const Problem& p, const LowpLayout& L) {
     if (const char* forced = std::getenv("JITMM_X86_LOWP_F16_B_IN_PLACE")) {  // 0/1: measurements
         if (forced[0] == '0') return false;
     }
-    const bool possible = L.step == LowpStep::fma_f32 && p.b_type == JITMM_DTYPE_F16 && !p.trans_b &&
+    const bool possible = L.step == LowpStep::fma_f32 &&
+                          (p.b_type == JITMM_DTYPE_F16 || p.b_type == JITMM_DTYPE_BF16) && !p.trans_b &&
                           L.isa >= hw::X86Isa::avx512 &&
                           int64_t(L.k_unroll + 1) * p.ldb * dtype_size(p.b_type) < (int64_t(1) << 31);
     if (!possible) return false;
@@ -1054,7 +1063,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
             L.a_k_bytes = p.trans_a ? p.lda * dtype_size(p.a_type) : dtype_size(p.a_type);
         }
         L.f16_k_pairs = k_pairs_fit && !L.a_f16_in_place;
-        if (!L.f16_k_pairs && f16_b_in_place_fits(p, L)) {
+        if (!L.f16_k_pairs && b_in_place_fits(p, L)) {
             L.b_in_place = true;
             L.b_row_bytes = p.ldb * dtype_size(p.b_type);
             // Only A's panel stays in L1, and it has at most M rows.

@@ -163,6 +163,12 @@ private:
             for (int j = 0; j < nvec_; j += 2) prefetcht0(ptr[rsi + (u + L_.b_prefetch_k) * L_.b_row_bytes + j * vlen_ * 2]);
         for (int j = 0; j < nvec_; ++j) {
             const auto src = ptr[rsi + u * L_.b_row_bytes + j * vlen_ * 2];
+            if (L_.b_type == JITMM_DTYPE_BF16) {  // bf16: the upper half of an f32
+                if (is_tail_vector(j)) vpmovzxwd(bvec(j) | k1 | T_z, src);
+                else vpmovzxwd(bvec(j), src);
+                vpslld(bvec(j), bvec(j), 16);
+                continue;
+            }
             if (is_tail_vector(j)) vcvtph2ps(bvec(j) | k1 | T_z, src);
             else vcvtph2ps(bvec(j), src);
         }
@@ -478,9 +484,9 @@ LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<Low
         int64_t(layout.mr) * layout.acc_ld >= (int64_t(1) << 31))
         fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: row offsets exceed 32-bit displacements");
     if (layout.b_in_place && (layout.step != LowpStep::fma_f32 || layout.isa < hw::X86Isa::avx512 ||
-                              layout.b_type != JITMM_DTYPE_F16 ||
+                              (layout.b_type != JITMM_DTYPE_F16 && layout.b_type != JITMM_DTYPE_BF16) ||
                               int64_t(layout.k_unroll + 1) * layout.b_row_bytes >= (int64_t(1) << 31)))
-        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: B in place needs an f16 B, fma_f32, AVX-512 and "
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: B in place needs an f16 or bf16 B, fma_f32, AVX-512 and "
                                           "32-bit row offsets");
     if (layout.f16_k_pairs && (layout.step != LowpStep::fma_f32 || layout.isa < hw::X86Isa::avx512 ||
                                layout.nv != 1 || layout.b_in_place || layout.a_f16_in_place))
