@@ -4054,17 +4054,30 @@ TEST_CASE("x86 lowp planner: f16 with B stored K x N over few row tiles reads B 
         return jitmm::plan::plan_x86_lowp(p, on, X86Isa::avx512_bf16, 1);
     };
     CHECK(bf16(27, cpu).layout.b_in_place);
-    // Where vdpbf16ps runs at the FMA rate (Zen 4), up to 16 rows leave it for the FMAs over B in place.
+    // Where vdpbf16ps runs at the FMA rate (Zen 4), up to 4 rows leave it for the FMAs over B in place, and up
+    // to 16 over a B past half of L2 (1046 x 241 bf16: 504 KB, against 1 MB).
     jitmm::hw::CpuInfo zen4 = cpu;
     zen4.amx_tile = zen4.amx_bf16 = zen4.amx_int8 = false;
     zen4.zmm_fma_per_cycle = 1;
     zen4.bf16_dot_full_rate = true;
-    for (const int64_t m : {1, 7, 16}) {
-        INFO("m " << m);
-        CHECK(bf16(m, zen4).layout.step == jitmm::plan::LowpStep::fma_f32);
-        CHECK(bf16(m, zen4).layout.b_in_place);
-    }
-    CHECK(bf16(17, zen4).layout.step == jitmm::plan::LowpStep::dot_bf16);
+    zen4.l2_bytes = 1024 * 1024;
+    const auto zen4_step = [&](int64_t m, int64_t n, int64_t k, int64_t batch) {
+        jitmm::Problem p = planner_problem(m, n, k, false, false, JITMM_DTYPE_BF16, JITMM_DTYPE_F32);
+        p.batch = batch;
+        p.stride_b = batch > 1 ? n * k : 0;
+        const jitmm::plan::X86LowpPlan plan = jitmm::plan::plan_x86_lowp(p, zen4, X86Isa::avx512_bf16, 1);
+        INFO(plan.describe());
+        CHECK(plan.layout.b_in_place == (plan.layout.step == jitmm::plan::LowpStep::fma_f32));
+        return plan.layout.step;
+    };
+    using jitmm::plan::LowpStep;
+    CHECK(zen4_step(1, 1046, 241, 1) == LowpStep::fma_f32);
+    CHECK(zen4_step(4, 1046, 241, 1) == LowpStep::fma_f32);
+    CHECK(zen4_step(7, 1046, 241, 1) == LowpStep::dot_bf16);
+    CHECK(zen4_step(7, 1046, 241, 3) == LowpStep::fma_f32);
+    CHECK(zen4_step(16, 1000, 1000, 1) == LowpStep::fma_f32);
+    CHECK(zen4_step(17, 1000, 1000, 1) == LowpStep::dot_bf16);
+    CHECK(zen4_step(2, 16, 1000, 1) == LowpStep::dot_bf16);  // few columns: packing B costs little
 }
 
 TEST_CASE("x86 lowp f16 and bf16: B read in place (column tails, K blocks, streamed rows) over layouts, pads, batches, tiers",

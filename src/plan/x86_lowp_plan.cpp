@@ -184,7 +184,9 @@ bool amx_whole_call_likely(const Problem& p) {
 // stays on the converted f32 FMAs (choose_step).
 constexpr int64_t kBf16DotOddFmaMaxK = 7;
 constexpr int64_t kBf16DotOddFmaMaxKN = 256;
-constexpr int64_t kBf16FmaBInPlaceMaxRows = 16;  // (see choose_step)
+constexpr int64_t kBf16FmaBInPlaceFewRows = 4;  // (see choose_step)
+constexpr int64_t kBf16FmaBInPlaceMaxRows = 16;
+constexpr int64_t kBf16FmaBInPlaceMinColumns = 32;
 
 LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
     if (is_int8(p.a_type)) {
@@ -355,12 +357,23 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         // JITMM_X86_BF16_DOT=1|0 forces one (measurements).
         const char* dot = std::getenv("JITMM_X86_BF16_DOT");
         const bool dot_forced_on = dot != nullptr && dot[0] == '1', dot_forced_off = dot != nullptr && dot[0] == '0';
-        // And up to kBf16FmaBInPlaceMaxRows rows times a B stored K x N, which the FMAs read in place (each k row
-        // widened as loaded, LowpLayout::b_in_place) where vdpbf16ps needs its k pairs packed: 1 thread, Zen 4,
-        // median us, dot_bf16 -> fma_f32 with B in place: 1x48x796 2.60 -> 1.49, 3x671x1154 200 -> 138, 4x4096x4096
-        // 5106 -> 3273, 7x144x135 x49 298 -> 182, 16x1000x1000 369 -> 318; not from 30 rows (30x500x300 x4 286 ->
-        // 372, 48x2000x512 598 -> 973).
-        const bool fma_b_in_place = !p.trans_b && p.m <= kBf16FmaBInPlaceMaxRows && isa >= hw::X86Isa::avx512;
+        // And few rows times a B stored K x N of at least kBf16FmaBInPlaceMinColumns, which the FMAs read in place
+        // (each k row widened as loaded, LowpLayout::b_in_place) where vdpbf16ps needs its k pairs packed: up to
+        // kBf16FmaBInPlaceFewRows rows, or up to kBf16FmaBInPlaceMaxRows where B (over the batches with their own)
+        // passes half of L2, so that its packing reads it from L3 or memory. 1 thread, Zen 4, median us, dot_bf16
+        // -> fma_f32 with B in place: 1x48x796 2.60 -> 1.49, 2x170x484 5.0 -> 4.1, 3x671x1154 200 -> 138, 4x200x1000
+        // 24.3 -> 15.3, 4x4096x4096 5106 -> 3273, 6x170x2000 43.2 -> 38.1, 7x144x135 x49 298 -> 182, 16x1000x1000
+        // 369 -> 318; not over a B within half of L2 from 6 rows (6x170x484 7.9 -> 9.2, 16x170x484 17.1 -> 25.4),
+        // nor from 30 rows (30x500x300 x4 286 -> 372, 48x2000x512 598 -> 973), nor a B of few columns, whose
+        // packing costs little (C^T of 6x2x452 TN, 2 rows of 6 columns: 1.6 -> 3.0). An A stored K x M only with
+        // such a B: the FMAs' transposing widening of A costs more than the pairs' transpose (2x68x616 TN 4.3 ->
+        // 6.1; 3x671x1154 TN 207 -> 145).
+        const double own_b_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
+        const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * own_b_batches;
+        const double l2 = cpu.l2_bytes > 0 ? double(cpu.l2_bytes) : 1024.0 * 1024;
+        const bool fma_b_in_place = !p.trans_b && isa >= hw::X86Isa::avx512 && p.n >= kBf16FmaBInPlaceMinColumns &&
+                                    ((p.m <= kBf16FmaBInPlaceFewRows && !p.trans_a) ||
+                                     (p.m <= kBf16FmaBInPlaceMaxRows && b_bytes > l2 / 2));
         const bool fma_short_k = fma_b_in_place || p.k == 1 ||
                                  (!p.trans_a && p.k % 2 == 1 && p.k <= kBf16DotOddFmaMaxK &&
                                   p.k * p.n <= kBf16DotOddFmaMaxKN);
