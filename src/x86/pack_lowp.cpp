@@ -401,27 +401,39 @@ struct InterleaveIndices {
     __m512i lo, hi;
 };
 
-// Four byte rows (int8, k groups of 4): output byte 4c + e is column c of row e.
-__attribute__((target("avx512f"))) inline InterleaveIndices interleave_rows_x4_indices() {
-    alignas(64) uint8_t lo_idx[64], hi_idx[64];
+// The permute tables, built once at compile time (built per call, they cost more than packing a 16-row slice
+// of one panel, which is what a call packs).
+struct ByteTable {
+    alignas(64) uint8_t bytes[64];
+};
+
+// Four byte rows (int8, k groups of 4): output byte 4c + e is column c of row e (c + 16 in the high table).
+constexpr ByteTable rows_x4_table(int first_column) {
+    ByteTable t{};
     for (int c = 0; c < 16; ++c)
-        for (int e = 0; e < 4; ++e) {
-            lo_idx[4 * c + e] = static_cast<uint8_t>(32 * e + c);
-            hi_idx[4 * c + e] = static_cast<uint8_t>(32 * e + 16 + c);
-        }
-    return {_mm512_load_si512(lo_idx), _mm512_load_si512(hi_idx)};
+        for (int e = 0; e < 4; ++e) t.bytes[4 * c + e] = static_cast<uint8_t>(32 * e + first_column + c);
+    return t;
 }
 
-// Two 16-bit rows (bf16, k groups of 2): output word 2c + e is column c of row e.
-__attribute__((target("avx512f"))) inline InterleaveIndices interleave_rows_x2_indices() {
-    alignas(64) uint8_t lo_idx[64], hi_idx[64];
+// Two 16-bit rows (bf16, k groups of 2): output word 2c + e is column c of row e (c + 16 in the high table).
+constexpr ByteTable rows_x2_table(int first_column) {
+    ByteTable t{};
     for (int c = 0; c < 16; ++c)
         for (int e = 0; e < 2; ++e)
-            for (int byte = 0; byte < 2; ++byte) {
-                lo_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * c + byte);
-                hi_idx[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * (16 + c) + byte);
-            }
-    return {_mm512_load_si512(lo_idx), _mm512_load_si512(hi_idx)};
+            for (int byte = 0; byte < 2; ++byte)
+                t.bytes[4 * c + 2 * e + byte] = static_cast<uint8_t>(64 * e + 2 * (first_column + c) + byte);
+    return t;
+}
+
+constexpr ByteTable kRowsX4Lo = rows_x4_table(0), kRowsX4Hi = rows_x4_table(16);
+constexpr ByteTable kRowsX2Lo = rows_x2_table(0), kRowsX2Hi = rows_x2_table(16);
+
+__attribute__((target("avx512f"))) inline InterleaveIndices interleave_rows_x4_indices() {
+    return {_mm512_load_si512(kRowsX4Lo.bytes), _mm512_load_si512(kRowsX4Hi.bytes)};
+}
+
+__attribute__((target("avx512f"))) inline InterleaveIndices interleave_rows_x2_indices() {
+    return {_mm512_load_si512(kRowsX2Lo.bytes), _mm512_load_si512(kRowsX2Hi.bytes)};
 }
 
 // pack_b_rows_x4 with one byte permute per 64 output bytes (AVX512-VBMI vpermt2b, one uop on the chips that have
@@ -498,11 +510,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
             rows_x4_group<true>(b + 4 * full * ldb + c0, ldb, present, mask, lo, hi, b_signed,
                                 dst + full * nr * 4, both, sum_lo, sum_hi);
         }
-        if (colsum) {
-            alignas(64) int32_t lanes[32];
-            _mm512_store_si512(lanes, sum_lo);
-            _mm512_store_si512(lanes + 16, sum_hi);
-            for (int i = 0; i < chunk; ++i) colsum[c0 + i] += lanes[i];
+        if (colsum) {  // lane c of sum_lo is column c0 + c, of sum_hi column c0 + 16 + c
+            _mm512_storeu_si512(colsum + c0, _mm512_add_epi32(_mm512_loadu_si512(colsum + c0), sum_lo));
+            if (both)
+                _mm512_storeu_si512(colsum + c0 + 16, _mm512_add_epi32(_mm512_loadu_si512(colsum + c0 + 16), sum_hi));
         }
     }
 }
