@@ -1443,7 +1443,8 @@ TEST_CASE("x86 lowp AMX: C rows off cache lines staged through the L1 block (pla
 TEST_CASE("x86 lowp: B packed by the VBMI byte permutes and by the AVX2 unpacks gives the same results",
           "[x86][lowp]") {
     // Row-major B (K x N) through both packers: int8 k groups of 4 (with the column sums of the compensation)
-    // and 16-bit pairs; widths with panel tails, K tails inside a group, ld pads, AMX and VNNI tiers.
+    // and 16-bit pairs; widths with panel tails, K tails inside a group, ld pads, AMX and VNNI tiers (int8 panels of
+    // 64 columns or more by whole 64-byte row loads where the VBMI packer takes them).
     std::mt19937 rng(4242);
     const jitmm_dtype ins[][2] = {{JITMM_DTYPE_U8, JITMM_DTYPE_S8}, {JITMM_DTYPE_S8, JITMM_DTYPE_S8},
                                   {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
