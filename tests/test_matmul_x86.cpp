@@ -1887,12 +1887,13 @@ TEST_CASE("x86 f32 planner: register tiles and K blocks and A packing", "[x86][p
     const auto llm = jitmm::plan::plan_x86_gemm_f32(plain_problem(128, 4096, 4096, false, true), cpu, isa, 1);
     CHECK(llm.layout.mr == 8);
     CHECK(llm.layout.nv == 3);
-    // A packed A past half of L3 (32 MB of 2048 x 4096 against 32 MB) takes N blocks of 2048 columns, packed
-    // half as often; one that L3 holds keeps the N blocks of half of L2.
+    // A packed A past a quarter of L3 (32 MB of 2048 x 4096, 16 MB of 2048^2, against 32 MB) takes N blocks of
+    // 2048 columns, packed fewer times; one that L3 holds (8 MB) keeps the N blocks of half of L2.
     cpu.l3_bytes = 32 * 1024 * 1024;
     const auto prefill = jitmm::plan::plan_x86_gemm_f32(plain_problem(2048, 4096, 4096, false, false), cpu, isa, 1);
     CHECK(prefill.pack_a);
     CHECK(prefill.nc == 2048);
+    CHECK(jitmm::plan::plan_x86_gemm_f32(plain_problem(2048, 2048, 2048, false, false), cpu, isa, 1).nc == 2048);
     const auto held = jitmm::plan::plan_x86_gemm_f32(plain_problem(512, 4096, 4096, false, false), cpu, isa, 1);
     CHECK(held.nc < 1024);
     cpu.l3_bytes = 0;

@@ -595,12 +595,13 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // 2570; 288, 2530).
     const int64_t b_block_bytes = fused_candidate ? l2 / 4 : p.trans_b && m_tiles <= 16 ? l2 / 8 : l2 / 2;
     plan.nc = std::max<int64_t>(nr, b_block_bytes / (plan.kc * 4) / nr * nr);
-    // A packed A past half of L3 comes from memory each time it is packed, once per N block: wider N blocks
-    // (their B from L3, a panel at a time) pack it fewer times (1 thread, Zen 4, 2048x4096x4096: 352 columns
-    // 657 ms, 1024 637, 2048 629; 2 threads 320 -> 316). An A that L3 holds gains nothing (512x4096x4096 162 ms ->
-    // 168 at 2048 columns, 1024^3 20.0 -> 20.4).
+    // A packed A past a quarter of L3 comes from memory each time it is packed, once per N block (L3 holds it
+    // beside B's blocks and C no longer): wider N blocks (their B from L3, a panel at a time) pack it fewer times
+    // (1 thread, Zen 4, 2048x4096x4096: 352 columns 657 ms, 1024 637, 2048 629; 2 threads 320 -> 316; 2048^3 160 ->
+    // 155, 1024x4096x4096 328 -> 319, 4096^3 1292 -> 1237, 2048x1024x2048 79.8 -> 77.4). An A that L3 holds gains
+    // nothing (512x4096x4096, 8 MB: 162 ms -> 168 at 2048 columns; 1024^3 20.0 -> 20.4).
     const int64_t l3_bytes = cpu.l3_bytes > 0 ? cpu.l3_bytes : 32 * 1024 * 1024;
-    if (plan.pack_a && plan.pack_b && 4.0 * double(p.m) * double(p.k) > double(l3_bytes) / 2)
+    if (plan.pack_a && plan.pack_b && 4.0 * double(p.m) * double(p.k) > double(l3_bytes) / 4)
         plan.nc = std::max(plan.nc, std::min(round_up(p.n, int64_t(nr)), kStreamedANBlockColumns / nr * nr));
     if (const char* forced = std::getenv("JITMM_X86_NC")) plan.nc = std::max<int64_t>(1, std::atoi(forced) / nr) * nr;
     plan.mc = std::max<int64_t>(L.mr, (l2 / 4) / (plan.kc * 4) / L.mr * L.mr);
