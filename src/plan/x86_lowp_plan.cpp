@@ -387,8 +387,8 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
 // The packed element type equals A's own: the kernel can read A where it lies.
 // f16 or bf16 on the f32 FMAs with B stored K x N over at most this many row tiles reads B in place
 // (LowpLayout::b_in_place): each B value then serves that many tiles, and widening it in every tile's loads costs
-// less than packing it (a store and a reload of 4 bytes per 2-byte value). f16: 1 thread, median us, packed -> in place (f32 in place):
-// 14x1046x241 81 -> 37 (36), 14x2000x1000 1040 -> 390 (590), 28x512x512 112 -> 78 (68), 56x1046x241 187 ->
+// less than packing it (a store and a reload of 4 bytes per 2-byte value). f16: 1 thread, median us, packed ->
+// in place (f32 in place): 14x1046x241 81 -> 37 (36), 14x2000x1000 1040 -> 390 (590), 28x512x512 112 -> 78 (68), 56x1046x241 187 ->
 // 147 (148), 84x1046x241 241 -> 223 (225), 84x2000x1000 2370 -> 2150 (2300); past it packing wins: 126x512x512
 // 336 -> 345 (324), 252x1046x241 609 -> 684 (597), 1024^3 10100 -> 18000 (10050).
 constexpr int64_t kF16BInPlaceMaxRowTiles = 6;

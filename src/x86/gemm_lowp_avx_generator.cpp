@@ -486,8 +486,8 @@ LowpCode generate_lowp_avx(const plan::LowpLayout& layout, const std::vector<Low
     if (layout.b_in_place && (layout.step != LowpStep::fma_f32 || layout.isa < hw::X86Isa::avx512 ||
                               (layout.b_type != JITMM_DTYPE_F16 && layout.b_type != JITMM_DTYPE_BF16) ||
                               int64_t(layout.k_unroll + 1) * layout.b_row_bytes >= (int64_t(1) << 31)))
-        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: B in place needs an f16 or bf16 B, fma_f32, AVX-512 and "
-                                          "32-bit row offsets");
+        fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: B in place needs an f16 or bf16 B, fma_f32, "
+                                          "AVX-512 and 32-bit row offsets");
     if (layout.f16_k_pairs && (layout.step != LowpStep::fma_f32 || layout.isa < hw::X86Isa::avx512 ||
                                layout.nv != 1 || layout.b_in_place || layout.a_f16_in_place))
         fail(JITMM_STATUS_INTERNAL_ERROR, "lowp avx generator: f16 k pairs need fma_f32, AVX-512, one vector of "

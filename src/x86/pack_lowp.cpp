@@ -518,10 +518,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"), always_inline)) i
                            : _mm512_setzero_si512();
     const __m512i pairs_lo = _mm512_load_si512(kRowPairsLo.bytes), pairs_hi = _mm512_load_si512(kRowPairsHi.bytes);
     const __m512i quads_lo = _mm512_load_si512(kPairQuadsLo.bytes), quads_hi = _mm512_load_si512(kPairQuadsHi.bytes);
-    const __m512i a_lo = _mm512_permutex2var_epi8(r[0], pairs_lo, r[1]), a_hi = _mm512_permutex2var_epi8(r[0], pairs_hi, r[1]);
-    const __m512i b_lo = _mm512_permutex2var_epi8(r[2], pairs_lo, r[3]), b_hi = _mm512_permutex2var_epi8(r[2], pairs_hi, r[3]);
-    const __m512i out[4] = {_mm512_permutex2var_epi8(a_lo, quads_lo, b_lo), _mm512_permutex2var_epi8(a_lo, quads_hi, b_lo),
-                            _mm512_permutex2var_epi8(a_hi, quads_lo, b_hi), _mm512_permutex2var_epi8(a_hi, quads_hi, b_hi)};
+    // Rows 0|1 and 2|3 paired (columns 0-31 in the low pairs, 32-63 in the high), then the pairs' words quadded.
+    const __m512i a_lo = _mm512_permutex2var_epi8(r[0], pairs_lo, r[1]);
+    const __m512i a_hi = _mm512_permutex2var_epi8(r[0], pairs_hi, r[1]);
+    const __m512i b_lo = _mm512_permutex2var_epi8(r[2], pairs_lo, r[3]);
+    const __m512i b_hi = _mm512_permutex2var_epi8(r[2], pairs_hi, r[3]);
+    const __m512i out[4] = {
+        _mm512_permutex2var_epi8(a_lo, quads_lo, b_lo), _mm512_permutex2var_epi8(a_lo, quads_hi, b_lo),
+        _mm512_permutex2var_epi8(a_hi, quads_lo, b_hi), _mm512_permutex2var_epi8(a_hi, quads_hi, b_hi)};
     for (int q = 0; q < 4; ++q) _mm512_storeu_si512(dst + 64 * q, out[q]);
     if (kSums) {
         const __m512i ones8 = _mm512_set1_epi8(1), ones16 = _mm512_set1_epi16(1);
@@ -567,10 +571,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void pack_b_rows
             uint8_t* dst = panel + int64_t(c0) * 4;
             int32_t* sums = colsum ? colsum + c0 : nullptr;
             const uint8_t* src = b + c0;
-            if (colsum && prefetch) rows_x4_chunk64<true, true>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
-            else if (colsum) rows_x4_chunk64<true, false>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
-            else if (prefetch) rows_x4_chunk64<false, true>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
-            else rows_x4_chunk64<false, false>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
+            if (colsum && prefetch)
+                rows_x4_chunk64<true, true>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
+            else if (colsum)
+                rows_x4_chunk64<true, false>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
+            else if (prefetch)
+                rows_x4_chunk64<false, true>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
+            else
+                rows_x4_chunk64<false, false>(src, ldb, k_len, full, live, nr, mask, b_signed, dst, sums);
             c0 += 32;  // (and 32 more by the loop)
             continue;
         }
