@@ -109,6 +109,13 @@ constexpr double kDotMaxBCopyBytes = 1024.0 * 1024;
 constexpr int64_t kDotBAsStoredManyRows = 32;
 constexpr int64_t kDotBAsStoredWholeK = 64;
 constexpr int64_t kDotBAsStoredMinKWide = 40;
+// Up to 16 rows (AVX-512) only up to 5 columns: the broadcast tile's one vector is then under a third useful (1
+// thread, Zen 4, median us of 3 alternated rounds, broadcast -> dot: 15x2x2126 x12 131 -> 87-109, 16x4x1000 4.4
+// -> 1.8-2.6, 16x5x1000 4.4 -> 2.5, 8x3x500 1.13 -> 0.6-0.96, 4x2x300 0.38 -> 0.21-0.33, 16x3x100 x32 14.2 -> 7.1,
+// 13x4x3000 10.6 -> 5.0-6.7, 2x2x1000 x8 8.6 -> 3.6-5.8; 2x4x1000 x8 8.6 -> 6.9-10.7 and 7x4x128 x4 1.04 -> 0.8-1.15
+// swing both ways). More columns lose (10x6x2000 5.5 -> 6.6, 6x7x700 x4 4.6 -> 4.8; 16x8x256 even), and so does
+// AVX2, whose 8-float broadcast vectors waste fewer lanes (16x4x1000 3.2 -> 4.2, 2x4x1000 x8 8.6 -> 24.9).
+constexpr int64_t kDotBAsStoredFewRowsMaxColumns = 5;
 
 bool few_columns_b_as_stored(const Problem& p, hw::X86Isa isa) {
     const bool avx512 = isa >= hw::X86Isa::avx512;
@@ -125,7 +132,8 @@ bool few_columns_b_as_stored(const Problem& p, hw::X86Isa isa) {
     // broadcast -> dot: 459x8x40 2.91 -> 3.69, 459x8x43 3.10 -> 3.77, 3000x8x56 26.7 -> 28.3; whole vectors win,
     // 459x8x48 3.64 -> 3.43, 3000x8x64 32.5 -> 27.6, and so does a longer K, 459x8x100 6.88 -> 5.78).
     const bool tail_vector_loses = avx512 && p.n >= 7 && p.k % vlen != 0 && p.k < kDotBAsStoredWholeK;
-    return !p.trans_b && !p.trans_a && p.m > 16 && p.n >= 2 && short_k_pays && !tail_vector_loses &&
+    const bool rows_pay = p.m > 16 || (avx512 && p.n <= kDotBAsStoredFewRowsMaxColumns);
+    return !p.trans_b && !p.trans_a && rows_pay && p.n >= 2 && short_k_pays && !tail_vector_loses &&
            copy_bytes <= kDotMaxBCopyBytes;
 }
 
