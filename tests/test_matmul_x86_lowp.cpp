@@ -4904,3 +4904,102 @@ TEST_CASE("x86 lowp: a very short K widened to f32 (bf16, f16, s8, u8; f32 C and
     u8_transposed.lda = 300;
     CHECK(widens(u8_transposed, X86Isa::amx));
 }
+
+TEST_CASE("x86 lowp planner: the calls of a block of B from memory prefetch the next block as stored",
+          "[x86][lowp][plan]") {
+    jitmm::hw::CpuInfo zen4 = amx_planner_cpu();
+    zen4.amx_tile = zen4.amx_bf16 = zen4.amx_int8 = false;
+    zen4.l1d_bytes = 32 * 1024;
+    zen4.l2_bytes = 1024 * 1024;
+    zen4.zmm_fma_per_cycle = 1;
+    const auto plan_of = [&](int64_t m, int64_t n, int64_t k, bool tb, jitmm_dtype in, X86Isa isa) {
+        const jitmm::Problem p =
+            planner_problem(m, n, k, false, tb, in, in == JITMM_DTYPE_BF16 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32);
+        return jitmm::plan::plan_x86_lowp(p, zen4, isa, 1);
+    };
+    // B stored K x N (2.4 MB): rows of the next K block, a segment of nc bytes each (whole lines).
+    const auto nn = plan_of(49, 512, 4608, false, JITMM_DTYPE_S8, X86Isa::avx512_bf16);
+    INFO(nn.describe());
+    CHECK(nn.layout.b_src_rows >= 1);
+    CHECK(nn.layout.b_src_lines >= 1);
+    CHECK(nn.layout.b_src_rows * nn.layout.b_src_lines <= 4);
+    CHECK(nn.layout.b_src_stride == 512);
+    CHECK(nn.layout.b_src_seg % (64 * nn.layout.b_src_lines) == 0);
+    CHECK(nn.layout.b_src_seg >= nn.nc);
+    CHECK(nn.describe().find("prefetchNextB") != std::string::npos);
+    // B stored N x K (bf16, 32 MB): stored rows of the next N block, kc values each.
+    const auto nt = plan_of(33, 4096, 4096, true, JITMM_DTYPE_BF16, X86Isa::avx512_bf16);
+    INFO(nt.describe());
+    CHECK(nt.layout.b_src_rows >= 1);
+    CHECK(nt.layout.b_src_stride == 4096 * 2);
+    CHECK(nt.layout.b_src_seg >= nt.kc * 2);
+    // Not: a B within L2, a chunk of several M blocks (B packed once for them all), AVX2, AMX.
+    CHECK(plan_of(49, 128, 1024, false, JITMM_DTYPE_S8, X86Isa::avx512_bf16).layout.b_src_rows == 0);
+    CHECK(plan_of(2000, 3000, 1000, true, JITMM_DTYPE_S8, X86Isa::avx512_bf16).layout.b_src_rows == 0);
+    CHECK(plan_of(49, 512, 4608, false, JITMM_DTYPE_S8, X86Isa::avx2).layout.b_src_rows == 0);
+    CHECK(plan_of(49, 512, 4608, false, JITMM_DTYPE_S8, X86Isa::amx).layout.b_src_rows == 0);
+}
+
+// The next block's B prefetched by the calls before it (LowpLayout::b_src_*, B past L2 on every machine: 4-8 MB):
+// results as without it, exactly for int8, for both layouts of B, K and N blocks with tails, B rows off lines,
+// batches, 1 and 3 threads, on the AVX-512 vector tiers.
+TEST_CASE("x86 lowp: a B from memory prefetched block by block (K and N tails, layouts, pads, threads)", "[x86][lowp]") {
+    std::mt19937 rng(4608);
+    struct Shape {
+        int64_t m, n, k;
+        bool tb;
+        jitmm_dtype a, b, c;
+    };
+    const Shape shapes[] = {{49, 1100, 4000, false, JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                            {33, 1030, 4100, true, JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                            {49, 600, 3500, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                            {33, 700, 3333, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
+    bool tier_ran = false;
+    for (const Tier& tier : runnable_tiers()) {
+        if (tier.isa < X86Isa::avx512 || tier.isa >= X86Isa::amx) continue;
+        tier_ran = true;
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                Case c;
+                c.a = s.a;
+                c.b = s.b;
+                c.c = s.c;
+                c.m = s.m;
+                c.n = s.n;
+                c.k = s.k;
+                c.tb = s.tb;
+                c.batch = it % 2 == 1 ? 2 : 1;
+                c.ldb_pad = it % 2 == 0 ? 5 : 0;  // rows off cache lines
+                c.lda_pad = it % 3 == 1 ? 3 : 0;
+                c.beta = it % 4 == 3 ? 1.0f : 0.0f;
+                if (threads == 1) {  // the path under test wherever B is packed (not read in place): the recipe says so
+                    jitmm_matmul_desc d;
+                    jitmm_matmul_desc_init(&d);
+                    d.m = c.m; d.n = c.n; d.k = c.k;
+                    d.a_type = c.a; d.b_type = c.b; d.c_type = c.c;
+                    d.trans_b = c.tb;
+                    d.lda = c.k + c.lda_pad;
+                    d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad;
+                    d.beta = c.beta;
+                    jitmm_kernel* kernel = nullptr;
+                    REQUIRE(jitmm_kernel_create(e.e, &d, &kernel) == JITMM_STATUS_SUCCESS);
+                    jitmm_kernel_info info;
+                    info.struct_size = sizeof info;
+                    REQUIRE(jitmm_kernel_get_info(kernel, &info) == JITMM_STATUS_SUCCESS);
+                    INFO("recipe: " << info.recipe);
+                    const std::string recipe = info.recipe;
+                    CHECK((recipe.find("prefetchNextB") != std::string::npos ||
+                           recipe.find(" directB") != std::string::npos));
+                    jitmm_kernel_release(kernel);
+                }
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+    if (!tier_ran) WARN("SKIPPED: no AVX-512 vector tier below AMX on this CPU");
+}

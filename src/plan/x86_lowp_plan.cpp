@@ -899,6 +899,46 @@ void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts, int64_t l2
 
 }  // namespace
 
+// LowpLayout::b_src_*: the next block of B prefetched by the calls of the one before. Where B streams from memory
+// (all it reads past L2) and a chunk runs one M block, each block of B was packed from memory between two
+// blocks' calls, with nothing to overlap: a third of a 49x512x4608 s8 call. The rate: the next block's lines
+// over the K-loop iterations of this block's calls, at most kMaxSourceLinesPerIteration (more held up the
+// products: the loads of the packed B share the L1 with the prefetches).
+constexpr int kMaxSourceLinesPerIteration = 4;
+
+void plan_b_source_prefetch(const Problem& p, X86LowpPlan& plan, int64_t l2) {
+    LowpLayout& L = plan.layout;
+    const char* env = std::getenv("JITMM_X86_LOWP_B_SOURCE_PF");  // 0: never (measurements)
+    if (env != nullptr && env[0] == '0') return;
+    if (step_is_amx(L.step) || L.isa < hw::X86Isa::avx512 || L.dot_nt || L.swap_ab || L.b_in_place ||
+        L.f16_k_pairs || b_bytes_read(p) <= double(l2))
+        return;
+    const int64_t chunk_rows = ceil_div(p.m, int64_t(plan.m_chunks));
+    const int64_t chunk_columns = std::min(p.n, round_up(ceil_div(p.n, int64_t(plan.n_chunks)), plan.nr()));
+    const int64_t k_blocks = plan.k_blocks(p.k);
+    const int64_t blocks = ceil_div(chunk_columns, plan.nc) * k_blocks;
+    if (chunk_rows > plan.mc || blocks < 2) return;
+    const int64_t b_size = dtype_size(p.b_type);
+    const int64_t stride = p.ldb * b_size;
+    const int64_t seg_bytes = (p.trans_b ? plan.kc : plan.nc) * b_size;
+    // (A row whose stride is off lines starts anywhere in its first line: one more.)
+    const int64_t seg_lines = ceil_div(seg_bytes, 64) + (stride % 64 != 0 ? 1 : 0);
+    const int64_t rows = p.trans_b ? std::min(plan.nc, chunk_columns) : std::min(plan.kc, p.k);
+    const int64_t g = step_group(L.step);
+    const int64_t iterations = ceil_div(std::min(chunk_rows, plan.mc), int64_t(L.mr)) *
+                               ceil_div(std::min(plan.nc, chunk_columns), plan.nr()) *
+                               std::max<int64_t>(1, ceil_div(plan.kc, g) / L.k_unroll);
+    const int64_t per_iteration =
+        std::clamp<int64_t>(ceil_div(rows * seg_lines, iterations), 1, kMaxSourceLinesPerIteration);
+    const int lines = static_cast<int>(std::min(seg_lines, per_iteration));
+    const int row_count = static_cast<int>(std::max<int64_t>(1, per_iteration / lines));
+    if (int64_t(row_count) * stride >= (int64_t(1) << 31)) return;
+    L.b_src_rows = row_count;
+    L.b_src_lines = lines;
+    L.b_src_seg = round_up(seg_lines, lines) * 64;
+    L.b_src_stride = stride;
+}
+
 X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     X86LowpPlan plan;
     LowpLayout& L = plan.layout;
@@ -1290,12 +1330,17 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
             plan.n_chunks = static_cast<int>(std::min<int64_t>(ncs, ceil_div(p.n, plan.nr())));
         }
     }
+    plan_b_source_prefetch(p, plan, l2);
     return plan;
 }
 
 std::string X86LowpPlan::describe() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s%s%s threads=%d split=%dx%d",
+    char source_prefetch[48] = "";
+    if (layout.b_src_rows > 0)
+        std::snprintf(source_prefetch, sizeof source_prefetch, " prefetchNextB=%dx%d", layout.b_src_rows,
+                      layout.b_src_lines);
+    std::snprintf(buf, sizeof buf, "%s %s tile %dx%d kc=%lld mc=%lld nc=%lld %s%s%s%s%s%s%s%s threads=%d split=%dx%d",
                   hw::isa_name(layout.isa), step_name(layout.step), layout.mr, nr(), static_cast<long long>(kc),
                   static_cast<long long>(mc), static_cast<long long>(nc),
                   layout.dot_nt          ? "dotNT"
@@ -1308,7 +1353,7 @@ std::string X86LowpPlan::describe() const {
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
                   layout.a_last_step_copied ? " copyK" : layout.f16_k_pairs ? " kPairs" : "",
                   layout.c_prefetch ? " prefetchC" : "",
-                  layout.amx_c_staged ? " stageC" : layout.amx_c_streamed ? " streamC" : "", threads,
+                  layout.amx_c_staged ? " stageC" : layout.amx_c_streamed ? " streamC" : "", source_prefetch, threads,
                   m_chunks, n_chunks);
     return buf;
 }
@@ -1333,6 +1378,7 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.a_f16_in_place) w.i64('H', L.a_k_bytes);
     if (L.f16_k_pairs) w.i64('k', 1);
     if (L.a_odd_k_word) w.i64('o', 1);
+    if (L.b_src_rows > 0) w.i64('j', L.b_src_rows).i64('J', L.b_src_lines).i64('x', L.b_src_seg).i64('X', L.b_src_stride);
 }
 
 // bf16 with an A stored M x K over at most kBf16CtMaxColumns columns, below AMX: the broadcast tiles spend a

@@ -176,6 +176,15 @@ struct LowpLayout {
     // the even lanes, zero in the odd ones) instead of the dword that would take the next row's first value,
     // which packed B's zero k row does not cancel where it is a NaN or an infinity. A was packed for any odd K.
     bool a_odd_k_word = false;
+    // AVX-512 vector steps over a B streaming from memory, whose chunks pack each block of B (one K block of one
+    // N block) right before its calls (one M block a chunk): every call prefetches into L2 its share of the next
+    // block's B as stored (LowpCallArgs::prefetch to prefetch_end, whole rows), b_src_rows rows of b_src_lines
+    // lines each K-loop iteration, rows b_src_stride bytes apart, b_src_seg bytes of each (whole lines). The
+    // next block's packing then reads L2, and its reads from memory overlap this block's products.
+    int b_src_rows = 0;  // 0: no such prefetch
+    int b_src_lines = 0;
+    int64_t b_src_seg = 0;
+    int64_t b_src_stride = 0;
 
     int vlen() const { return isa >= hw::X86Isa::avx512 ? 16 : 8; }  // 32-bit lanes
     int nr() const { return dot_nt ? nv : nv * (step_is_amx(step) ? 16 : vlen()); }

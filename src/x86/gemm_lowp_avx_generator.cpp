@@ -257,6 +257,26 @@ private:
         }
     }
 
+    // LowpLayout::b_src_*: this iteration's lines of the next B block as stored, into L2. r11 walks the call's
+    // share (LowpCallArgs::prefetch up to prefetch_end) along a group of b_src_rows rows, r10 is where the group's
+    // segments end; then r11 moves to the next group's first line. (r10 and r11 are the epilogue's, after the
+    // K loop.)
+    void prefetch_next_b_source() {
+        Xbyak::Label done;
+        cmp(r11, ptr[rcx + kArgPrefetchEnd]);
+        jae(done);
+        for (int r = 0; r < L_.b_src_rows; ++r)
+            for (int l = 0; l < L_.b_src_lines; ++l)
+                prefetcht1(ptr[r11 + static_cast<int32_t>(r * L_.b_src_stride + l * 64)]);
+        add(r11, L_.b_src_lines * 64);
+        cmp(r11, r10);
+        jb(done);
+        const int64_t group = int64_t(L_.b_src_rows) * L_.b_src_stride;
+        add(r11, static_cast<int32_t>(group - L_.b_src_seg));
+        add(r10, static_cast<int32_t>(group));
+        L(done);
+    }
+
     static constexpr int64_t kMinIterationsForRemainderLoop = 4;
     // Bytes A's pointer moves a k step: a dword of packed A (one f32, or the k group), two f32 of k pairs, or an
     // f16 A in place's k stride.
@@ -270,8 +290,13 @@ private:
         if (iterations > 0) {
             Xbyak::Label loop;
             mov(r8, iterations);
+            if (L_.b_src_rows > 0) {
+                mov(r11, ptr[rcx + kArgPrefetch]);
+                lea(r10, ptr[r11 + static_cast<int32_t>(L_.b_src_seg)]);
+            }
             L(loop);
             for (int u = 0; u < unroll; ++u) k_step(u);
+            if (L_.b_src_rows > 0) prefetch_next_b_source();
             add(rdi, static_cast<uint32_t>(unroll * a_step_bytes()));
             add(rsi, static_cast<uint32_t>(unroll * (L_.b_in_place ? L_.b_row_bytes : b_group_bytes())));
             dec(r8);
