@@ -2786,3 +2786,25 @@ TEST_CASE("x86 f32 planner: a B in place crowding L2 prefetches its rows in long
         jitmm_engine_destroy(e);
     }
 }
+
+TEST_CASE("x86 f32 planner: one row tile over a B from memory takes 8-row K blocks where prefetchers take few streams",
+          "[x86][plan]") {
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 32 * 1024;
+    cpu.l2_bytes = 1024 * 1024;
+    cpu.l3_bytes = 32 * 1024 * 1024;
+    const auto kc_of = [&](int64_t m, int64_t n, int64_t k, bool few_streams) {
+        jitmm::Problem p;
+        p.m = m; p.n = n; p.k = k;
+        p.lda = k; p.ldb = n; p.ldc = n;
+        cpu.few_streams_from_memory = few_streams;
+        const auto plan = jitmm::plan::plan_x86_gemm_f32(p, cpu, jitmm::hw::X86Isa::avx512, 1);
+        INFO(plan.describe());
+        return plan.kc;
+    };
+    CHECK(kc_of(8, 4096, 4096, true) == 8);
+    CHECK(kc_of(4, 11008, 4096, true) == 8);
+    CHECK(kc_of(8, 4096, 4096, false) == 32);   // prefetchers that follow many streams: 32 rows
+    CHECK(kc_of(32, 4096, 4096, true) == 32);   // several row tiles
+    CHECK(kc_of(8, 256, 256, true) > 32);       // a B in L2 keeps long blocks
+}

@@ -198,6 +198,7 @@ constexpr int64_t kRowSweepMaxK = 16;
 constexpr int64_t kRowSweepMaxPanels = 128;
 // k steps ahead that a B read in place from memory has its rows prefetched (see b_streams_from_memory).
 constexpr int kBRowPrefetchSteps = 32;
+constexpr int64_t kFewStreamsKBlock = 8;  // (plan_x86_gemm_f32: one row tile over a B from memory, Zen 4)
 // k steps ahead that a B read in place over 5/8 of L2 has its rows prefetched (see b_crowds_l2; 7x390x1233 with
 // 412-row K blocks: 8 ahead 41.2 us, 16 39.5-42.2, 32 40.8-40.9; 7x390x1000 with 500-row blocks: 16 ahead
 // 28.8-30.5, 32 30.7-31.6).
@@ -580,6 +581,15 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
     // (A K that fits one block stays whole: a second block's C round trip costs more than the shorter block
     // gains, 71x630x378 x6 1478 us in blocks of 192, 1263 in one.)
     if (fused_candidate && p.k > kc_limit) kc_limit = std::min<int64_t>(kc_limit, kMaxFusedPackKBlock);
+    // One row tile over a B streaming from memory in place, on a chip whose prefetchers take few streams
+    // (hw::CpuInfo::few_streams_from_memory, Zen 4): K blocks of kFewStreamsKBlock rows, that many of B's rows
+    // streaming across all of N together where 32 outran the prefetchers (1 thread, median us of 5 alternated
+    // rounds, 32 -> 8: 3x1112x380 x3 466 -> 353, 4x3668x153 199 -> 143, 2x782x760 TN x13 2770 -> 2230, 4x1286x127
+    // x27 1756 -> 1239, 8x4096x4096 7090 -> 5780, 4x11008x4096 16070 -> 14440; 16 rows or 4 were slower than 8).
+    // Several row tiles keep 32: each block's C round trip is then several tiles' (32x4096x4096 13.9 -> 16.1
+    // ms, 24x2048x3000 4.2 -> 5.4).
+    if (cpu.few_streams_from_memory && b_streams_from_memory && m_tiles == 1)
+        kc_limit = std::min<int64_t>(kc_limit, kFewStreamsKBlock);
     // JITMM_X86_KC forces the K block: a tuning knob like JITMM_X86_TILE.
     if (const char* forced = std::getenv("JITMM_X86_KC")) kc_limit = std::max(L.k_unroll, std::atoi(forced));
     const int64_t k_blocks = ceil_div(p.k, kc_limit);
