@@ -5003,3 +5003,80 @@ TEST_CASE("x86 lowp: a B from memory prefetched block by block (K and N tails, l
     }
     if (!tier_ran) WARN("SKIPPED: no AVX-512 vector tier below AMX on this CPU");
 }
+
+// An s8 A read in place by vpdpbusd, flipped to u8 in the broadcast register (LowpLayout::a_s8_flipped):
+// exact s32 against the reference with random values and the corners (-128 and 127 over a long K), K tails
+// inside a dword (A's bytes past K meet B's zero rows), a zero point, both layouts of B, float C with scales,
+// batches, pads, 1 and 3 threads; one-vector tiles over many panels keep the flipped copy.
+TEST_CASE("x86 lowp VNNI: an s8 A flipped in the register it is broadcast to, exactly", "[x86][lowp]") {
+    {
+        jitmm::hw::CpuInfo zen4 = amx_planner_cpu();
+        zen4.amx_tile = zen4.amx_bf16 = zen4.amx_int8 = false;
+        zen4.zmm_fma_per_cycle = 1;
+        const auto plan_of = [&](int64_t m, int64_t n, int64_t k, bool tb, X86Isa isa) {
+            return jitmm::plan::plan_x86_lowp(planner_problem(m, n, k, false, tb, JITMM_DTYPE_S8, JITMM_DTYPE_S32),
+                                              zen4, isa, 1);
+        };
+        const auto flipped = plan_of(454, 17, 3671, false, X86Isa::avx512_bf16);
+        INFO(flipped.describe());
+        CHECK(flipped.layout.a_s8_flipped);
+        CHECK_FALSE(flipped.pack_a);
+        CHECK(flipped.describe().find("flipA") != std::string::npos);
+        const auto many_panels = plan_of(1000, 70, 1000, true, X86Isa::avx512_bf16);
+        INFO(many_panels.describe());
+        if (many_panels.layout.nv == 1) {
+            CHECK_FALSE(many_panels.layout.a_s8_flipped);
+            CHECK(many_panels.pack_a);
+        }
+        CHECK_FALSE(plan_of(454, 17, 3671, false, X86Isa::avx2).layout.a_s8_flipped);
+    }
+    std::mt19937 rng(454);
+    struct Shape {
+        int64_t m, n, k, batch;
+        bool tb;
+    };
+    const Shape shapes[] = {{454, 17, 3671, 1, false}, {39, 243, 370, 1, true}, {10, 1697, 37, 3, false},
+                            {158, 38, 22, 5, true},    {7, 100, 4097, 1, false}, {443, 10, 313, 1, true}};
+    bool tier_ran = false;
+    for (const Tier& tier : runnable_tiers()) {
+        if (tier.isa < X86Isa::avx512_vnni || tier.isa >= X86Isa::amx) continue;
+        tier_ran = true;
+        INFO("tier " << tier.name);
+        for (int threads : {1, 3}) {
+            INFO("threads " << threads);
+            EngineGuard e{make_engine(tier.name, threads)};
+            int it = 0;
+            for (const Shape& s : shapes) {
+                for (int corner = 0; corner < 3; ++corner) {
+                    Case c;
+                    c.a = c.b = JITMM_DTYPE_S8;
+                    c.c = corner == 2 && it % 2 == 0 ? JITMM_DTYPE_F32 : JITMM_DTYPE_S32;
+                    c.m = s.m; c.n = s.n; c.k = s.k; c.batch = s.batch; c.tb = s.tb;
+                    c.lda_pad = it % 2 ? 3 : 0;
+                    c.ldb_pad = it % 3 ? 1 : 0;
+                    c.ldc_pad = it % 4 == 1 ? 5 : 0;
+                    if (corner == 0) {
+                        c.a_fill = -128;
+                        c.b_fill = it % 2 ? -128 : 127;
+                    } else if (corner == 1) {
+                        c.a_fill = 127;
+                        c.b_fill = -128;
+                    }
+                    if (corner == 2) {
+                        c.zero_point = it % 2 ? -3 : 5;
+                        c.beta = 1.0f;
+                        if (c.c == JITMM_DTYPE_F32) {
+                            c.alpha = 0.5f;
+                            c.a_scale = JITMM_SCALE_PER_ROW;
+                            c.b_scale = JITMM_SCALE_PER_COLUMN;
+                            c.epilogue = JITMM_EPILOGUE_BIAS_RELU;
+                        }
+                    }
+                    check_case(e.e, c, rng);
+                    ++it;
+                }
+            }
+        }
+    }
+    if (!tier_ran) WARN("SKIPPED: no AVX-512 VNNI tier below AMX on this CPU");
+}

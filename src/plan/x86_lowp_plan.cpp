@@ -905,6 +905,7 @@ void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts, int64_t l2
 // over the K-loop iterations of this block's calls, at most kMaxSourceLinesPerIteration (more held up the
 // products: the loads of the packed B share the L1 with the prefetches).
 constexpr int kMaxSourceLinesPerIteration = 4;
+constexpr int64_t kS8FlipOneVectorMaxPanels = 2;  // (plan_x86_lowp: an s8 A flipped in the kernel)
 
 void plan_b_source_prefetch(const Problem& p, X86LowpPlan& plan, int64_t l2) {
     LowpLayout& L = plan.layout;
@@ -1270,7 +1271,20 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // runs, packed -> in place: 674x16x2971 683 -> 350, 2000x32x99 67 -> 58, 300x64x1001 177 -> 167, 128x4096x4095
     // 25.4 -> 24.2 ms; 1000x1000x1001 and 1024x4096x1023 even).
     const bool bf16_odd_k_in_place = L.step == LowpStep::dot_bf16 && L.isa >= hw::X86Isa::avx512;
-    plan.pack_a = !a_readable_in_place(p, L.step) || p.trans_a ||
+    // An s8 A for vpdpbusd (AVX-512) read in place: each broadcast dword flipped to u8 in its register (one vpxord
+    // a row and k group, beside the row's products; LowpLayout::a_s8_flipped) instead of A copied flipped, the
+    // copy most of a call over few column panels. Not for one-vector tiles over more than kS8FlipOneVectorMaxPanels
+    // panels: each panel flips every A dword again, a vpxord per vpdpbusd. 1 thread, Zen 4, median us of 3
+    // alternated rounds, copied -> flipped: 454x17x3671 466 -> 317, 10x1697x36 x15 110 -> 81, 158x38x22 NT x25 43
+    // -> 31, 166x436x151 NT 60 -> 55, 500x30x800 NT 68 -> 59, 300x60x2000 186 -> 172, 443x10x312 NT (one panel of
+    // one vector) 12.6 -> 12.1; one vector over 5 panels: 642x77x569 NT x8 1650 -> 2355, 1000x70x1000 NT 511 -> 609.
+    // JITMM_X86_LOWP_S8_FLIP=0 keeps the copy (measurements).
+    const char* flip_env = std::getenv("JITMM_X86_LOWP_S8_FLIP");
+    const bool one_vector_many_panels = L.nv == 1 && ceil_div(p.n, int64_t(L.nr())) > kS8FlipOneVectorMaxPanels;
+    const bool s8_flip_in_kernel = L.step == LowpStep::vnni_u8s8 && p.a_type == JITMM_DTYPE_S8 &&
+                                   L.isa >= hw::X86Isa::avx512 && !one_vector_many_panels &&
+                                   (flip_env == nullptr || flip_env[0] != '0');
+    plan.pack_a = !(a_readable_in_place(p, L.step) || s8_flip_in_kernel) || p.trans_a ||
                   (p.k % k_multiple != 0 && !amx_short_k && !amx_any_stride && !vnni_k_tail_in_place &&
                    !bf16_odd_k_in_place) ||
                   int64_t(L.mr) * a_row_bytes >= (int64_t(1) << 31);
@@ -1304,6 +1318,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // 52 -> 41, 200x200x1000 NT (7) 71.6 -> 64.3, 2000x256x1000 (8) 853 -> 766; 500x500x500 (16) even, 500 ->
     // 167; 92x4x5920 (aligned rows, K whole steps: in place before) even.
     L.a_odd_k_word = bf16_odd_k_in_place && !plan.pack_a && p.k % 2 != 0;
+    L.a_s8_flipped = s8_flip_in_kernel && !plan.pack_a;
     L.a_last_step_copied = L.step == LowpStep::amx_bf16 && !plan.pack_a &&
                            amx_swapped_last_step_copied(L.step, p.k - (k_blocks - 1) * plan.kc, k_blocks == 1);
     // A row of kc packed elements, padded to whole cache lines plus one, so that the tile's rows do not fall
@@ -1349,7 +1364,7 @@ std::string X86LowpPlan::describe() const {
                   : layout.a_f16_in_place ? "directA16"
                                           : "directA",
                   layout.b_in_place ? " directB" : "",
-                  layout.compensate || layout.dot_row_comp ? " comp" : "",
+                  layout.compensate || layout.dot_row_comp ? (layout.a_s8_flipped ? " comp flipA" : " comp") : "",
                   step_is_amx(layout.step) && !layout.amx_b_streamed ? " keepB" : "",
                   layout.a_last_step_copied ? " copyK" : layout.f16_k_pairs ? " kPairs" : "",
                   layout.c_prefetch ? " prefetchC" : "",
@@ -1369,7 +1384,8 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     w.i64('Q', static_cast<int64_t>(L.a_scale) | (static_cast<int64_t>(L.b_scale) << 8) |
                    (L.compensate ? 1 << 16 : 0) | (L.int_epilogue ? 1 << 17 : 0) | (L.swap_ab ? 1 << 18 : 0) |
                    (L.amx_b_streamed ? 1 << 19 : 0) | (L.amx_c_streamed ? 1 << 20 : 0) |
-                   (L.a_last_step_copied ? 1 << 21 : 0) | (L.amx_c_staged ? 1 << 22 : 0));
+                   (L.a_last_step_copied ? 1 << 21 : 0) | (L.amx_c_staged ? 1 << 22 : 0) |
+                   (L.a_s8_flipped ? 1 << 23 : 0));
     w.i64('K', kc).i64('M', mc).i64('N', nc).i64('p', (pack_a ? 1 : 0) | (a_panel_ld << 1));
     w.i64('h', threads).i64('s', m_chunks * 65536 + n_chunks);
     if (L.dot_nt) w.i64('D', (L.dot_row_comp ? 1 : 0) | (L.dot_a_in_place ? 2 : 0) | (L.b_row_bytes << 2));

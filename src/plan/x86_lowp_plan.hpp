@@ -176,6 +176,10 @@ struct LowpLayout {
     // the even lanes, zero in the odd ones) instead of the dword that would take the next row's first value,
     // which packed B's zero k row does not cancel where it is a NaN or an infinity. A was packed for any odd K.
     bool a_odd_k_word = false;
+    // vnni_u8s8 over an s8 A read in place (AVX-512): each broadcast A dword is flipped to u8 (+128, a vpxord with
+    // 0x80 bytes) in its register before the products; compensate subtracts the shift's share as it does for an
+    // A packed flipped. The flip constant takes the register after the broadcast.
+    bool a_s8_flipped = false;
     // AVX-512 vector steps over a B streaming from memory, whose chunks pack each block of B (one K block of one
     // N block) right before its calls (one M block a chunk): every call prefetches into L2 its share of the next
     // block's B as stored (LowpCallArgs::prefetch to prefetch_end, whole rows), b_src_rows rows of b_src_lines

@@ -42,6 +42,7 @@ public:
         if (v.last) prefetch_c(v);
         if (v.first) zero_accumulators();
         else strip(/*load=*/true);
+        if (L_.a_s8_flipped) load_flip_constant();
         if (L_.f16_k_pairs) {
             const int next = k_loop(v.k_len / 2);
             if (v.k_len % 2 != 0) k_pair_step(next, /*single=*/true);  // K's odd last value
@@ -84,6 +85,13 @@ private:
     Xmm bvec(int j) const { return vreg(b_base_ + j); }
     Xmm bcast() const { return vreg(bcast_); }
     Xmm step_temp() const { return vreg(bcast_ + 1); }
+    int flip_idx() const { return bcast_ + 1; }  // LowpLayout::a_s8_flipped: 0x80 in every byte
+
+    void load_flip_constant() {
+        if (!zmm_ || flip_idx() >= 32) throw Xbyak::Error(Xbyak::ERR_INTERNAL);  // (every zmm tile has room)
+        mov(r9d, 0x80808080);
+        vpbroadcastd(Xbyak::Zmm(flip_idx()), r9d);
+    }
     bool is_tail_vector(int j) const { return tail_ != 0 && j == nvec_ - 1; }
     int vector_bytes() const { return vlen_ * 4; }
 
@@ -239,6 +247,7 @@ private:
                 if (L_.step == LowpStep::fma_f32) vbroadcastss(bcast(), src);
                 else vpbroadcastd(bcast(), src);
             }
+            if (L_.a_s8_flipped) zmm_op(*this, kZmmPxord, bcast_, bcast_, flip_idx());
             const Xmm a = bcast();
             for (int j = 0; j < nvec_; ++j) multiply(a, i, j);
         }
