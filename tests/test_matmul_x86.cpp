@@ -2536,6 +2536,11 @@ TEST_CASE("x86 f32 planner: few columns of an A stored K x M are computed as C t
     CHECK(serves_with_c_transposed(plain_problem(3386, 59, 2345, true, true), avx512));
     CHECK(serves_with_c_transposed(plain_problem(1330, 256, 500, true, false), avx512));
     CHECK_FALSE(serves_with_c_transposed(plain_problem(3386, 256, 100, true, true), avx512));  // short K
+    // Up to 96 columns from a K of 100 (A past L2: 3 MB, 5.6 MB).
+    CHECK(serves_with_c_transposed(plain_problem(7274, 43, 105, true, false), avx512));
+    CHECK(serves_with_c_transposed(plain_problem(7274, 96, 192, true, false), avx512));
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(7274, 64, 50, true, false), avx512));    // K too short
+    CHECK_FALSE(serves_with_c_transposed(plain_problem(7274, 128, 105, true, false), avx512));  // columns
     CHECK_FALSE(serves_with_c_transposed(plain_problem(3000, 384, 200, true, true), avx512));  // many columns
     CHECK_FALSE(serves_with_c_transposed(plain_problem(100, 32, 1000, true, false), avx512));  // A within L2
     CHECK_FALSE(serves_with_c_transposed(plain_problem(3386, 59, 2345, false, true), avx512)); // A stored M x K

@@ -839,6 +839,12 @@ constexpr int64_t kCTransposedMinM = 64;
 constexpr int64_t kCTransposedWideMaxN = 256;
 constexpr int64_t kCTransposedWideMinK = 200;
 constexpr int64_t kCTransposedWideMinN = 48;
+// Up to kCTransposedShortKMaxN columns it pays from a K of kCTransposedShortKMinK where A passes L2 (1 thread,
+// Zen 4, median of 2 alternated rounds, TN in place -> C transposed: 3637x43x105 523 -> 369 us, 3637x64x105 623 ->
+// 521, 3637x96x105 840 -> 772, 3637x32x150 552 -> 392, 2000x43x150 414 -> 291, 2000x96x150 647 -> 547; a K of 50
+// lost, 3637x64x50 228 -> 252, 3637x96x50 346 -> 380, and an A within L2 gained little, 2000x43x105 178 -> 170).
+constexpr int64_t kCTransposedShortKMaxN = 96;
+constexpr int64_t kCTransposedShortKMinK = 100;
 
 bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     if (isa < hw::X86Isa::avx512 || p.quantized()) return false;
@@ -849,8 +855,9 @@ bool serves_with_c_transposed(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         p.n < kCTransposedMaxN && p.k >= kCTransposedMinK && p.m >= kCTransposedMinM && p.m >= 4 * p.n;
     const double a_bytes = 4.0 * double(p.batch) * double(p.m) * double(p.k);
     const bool a_past_l2 = a_bytes > double(cpu.l2_bytes) * 7 / 8;
+    const bool k_pays = p.k >= kCTransposedWideMinK || (p.n <= kCTransposedShortKMaxN && p.k >= kCTransposedShortKMinK);
     const bool wide_past_l2 =
-        p.n <= kCTransposedWideMaxN && p.k >= kCTransposedWideMinK && p.m >= p.n && a_past_l2 &&
+        p.n <= kCTransposedWideMaxN && k_pays && p.m >= p.n && a_past_l2 &&
         (p.n >= kCTransposedWideMinN || num_threads <= 1);
     return few_columns || wide_past_l2;
 }
