@@ -917,23 +917,28 @@ void plan_b_source_prefetch(const Problem& p, X86LowpPlan& plan, int64_t l2) {
     const int64_t chunk_rows = ceil_div(p.m, int64_t(plan.m_chunks));
     const int64_t chunk_columns = std::min(p.n, round_up(ceil_div(p.n, int64_t(plan.n_chunks)), plan.nr()));
     const int64_t k_blocks = plan.k_blocks(p.k);
-    const int64_t blocks = ceil_div(chunk_columns, plan.nc) * k_blocks;
-    if (chunk_rows > plan.mc || blocks < 2) return;
+    // A block (GemmLowpKernel::run_chunk): one K block where a chunk of one M block packs them one at a time,
+    // else all of K of an N block, read by every M block.
+    const bool k_block_blocks = chunk_rows <= plan.mc && k_blocks > 1;
+    const int64_t blocks = ceil_div(chunk_columns, plan.nc) * (k_block_blocks ? k_blocks : 1);
+    if (blocks < 2) return;
+    const int64_t block_k = k_block_blocks ? plan.kc : p.k;
     const int64_t b_size = dtype_size(p.b_type);
     const int64_t stride = p.ldb * b_size;
-    const int64_t seg_bytes = (p.trans_b ? plan.kc : plan.nc) * b_size;
+    const int64_t seg_bytes = (p.trans_b ? block_k : std::min(plan.nc, chunk_columns)) * b_size;
     // (A row whose stride is off lines starts anywhere in its first line: one more.)
     const int64_t seg_lines = ceil_div(seg_bytes, 64) + (stride % 64 != 0 ? 1 : 0);
-    const int64_t rows = p.trans_b ? std::min(plan.nc, chunk_columns) : std::min(plan.kc, p.k);
+    const int64_t rows = p.trans_b ? std::min(plan.nc, chunk_columns) : std::min(block_k, p.k);
     const int64_t g = step_group(L.step);
-    const int64_t iterations = ceil_div(std::min(chunk_rows, plan.mc), int64_t(L.mr)) *
+    const int64_t iterations = ceil_div(chunk_rows, int64_t(L.mr)) *
                                ceil_div(std::min(plan.nc, chunk_columns), plan.nr()) *
-                               std::max<int64_t>(1, ceil_div(plan.kc, g) / L.k_unroll);
+                               std::max<int64_t>(1, ceil_div(block_k, g) / L.k_unroll);
     const int64_t per_iteration =
         std::clamp<int64_t>(ceil_div(rows * seg_lines, iterations), 1, kMaxSourceLinesPerIteration);
     const int lines = static_cast<int>(std::min(seg_lines, per_iteration));
     const int row_count = static_cast<int>(std::max<int64_t>(1, per_iteration / lines));
-    if (int64_t(row_count) * stride >= (int64_t(1) << 31)) return;
+    if (int64_t(row_count) * stride >= (int64_t(1) << 31) || round_up(seg_lines, lines) * 64 >= (int64_t(1) << 31))
+        return;
     L.b_src_rows = row_count;
     L.b_src_lines = lines;
     L.b_src_seg = round_up(seg_lines, lines) * 64;

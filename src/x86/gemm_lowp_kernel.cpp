@@ -493,32 +493,32 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     call.stream_c = direct && ((L.amx_c_streamed && reinterpret_cast<uintptr_t>(ch.c) % 64 == 0 &&
                                 (p_.ldc * c_size) % 64 == 0) ||
                                L.amx_c_staged);
-    // LowpLayout::b_src_*: where each block of B is packed right before its calls (one M block), the calls of a
-    // block prefetch the next block's B as stored, an equal share of its rows each.
-    const bool source_prefetch = L.b_src_rows > 0 && !amx && !b_in_place && ch.m1 - ch.m0 <= plan_.mc &&
-                                 (pack_b_per_k_block || k_blocks_ == 1);
+    // LowpLayout::b_src_*: the calls of each block of B prefetch the next block's B as stored, an equal share of
+    // its rows each, in call order. A block is one K block of an N block where those are packed one at a time
+    // (one M block: pack_b_per_k_block), else all of K for an N block (packed at the N block's start, then read
+    // by every M block).
+    const bool source_prefetch = L.b_src_rows > 0 && !amx && !b_in_place;
     const int64_t b_stride = p_.ldb * b_size;
     struct SourceShare {
         const uint8_t* base = nullptr;  // the next block's first row as stored
-        int64_t rows = 0, rows_per_call = 0, panels = 1;
+        int64_t rows = 0, rows_per_call = 0, next_call = 0;
     } share;
-    auto plan_source_share = [&](int64_t jc, int64_t kb, int64_t ic, int64_t m_end) {
+    // The block of B from (jc, kb) (kb < 0: all of K) is about to be read by `calls` calls.
+    auto begin_source_share = [&](int64_t jc, int64_t kb, int64_t calls) {
         share = SourceShare{};
-        int64_t next_jc = jc, next_kb = kb + 1;
-        if (next_kb == k_blocks_) {
+        int64_t next_jc = jc, next_kb = kb < 0 ? 0 : kb + 1;
+        if (kb < 0 || next_kb == k_blocks_) {
             next_kb = 0;
             next_jc = jc + plan_.nc;
         }
         if (!source_prefetch || next_jc >= ch.n1) return;
-        const int64_t k0 = next_kb * plan_.kc;
+        const int64_t k0 = next_kb * plan_.kc, k_len = kb < 0 ? p_.k : std::min(plan_.kc, p_.k - k0);
         share.base = ch.b + (p_.trans_b ? next_jc * p_.ldb + k0 : k0 * p_.ldb + next_jc) * b_size;
-        share.rows = p_.trans_b ? std::min(plan_.nc, ch.n1 - next_jc) : std::min(plan_.kc, p_.k - k0);
-        share.panels = ceil_div(std::min(plan_.nc, ch.n1 - jc), nr);
-        const int64_t calls = ceil_div(m_end - ic, int64_t(mr)) * share.panels;
-        share.rows_per_call = round_up(ceil_div(share.rows, calls), int64_t(L.b_src_rows));
+        share.rows = p_.trans_b ? std::min(plan_.nc, ch.n1 - next_jc) : k_len;
+        share.rows_per_call = round_up(ceil_div(share.rows, std::max<int64_t>(1, calls)), int64_t(L.b_src_rows));
     };
-    auto set_source_share = [&](int64_t call_index) {
-        const int64_t first = call_index * share.rows_per_call;
+    auto next_source_share = [&] {
+        const int64_t first = share.next_call++ * share.rows_per_call;
         if (share.base == nullptr || first >= share.rows) {
             call.prefetch = call.prefetch_end = nullptr;
             return;
@@ -529,8 +529,11 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     for (int64_t jc = ch.n0; jc < ch.n1; jc += plan_.nc) {
         const int64_t n_cur = std::min(plan_.nc, ch.n1 - jc);
         if (comp) std::memset(comp, 0, static_cast<size_t>(nc_pad * 4));
-        if (!pack_b_per_k_block)
+        const int64_t panels_per_block = ceil_div(n_cur, nr);
+        if (!pack_b_per_k_block) {
             for (int64_t kb = 0; kb < k_blocks_; ++kb) pack_b_block(jc, n_cur, kb, comp);
+            begin_source_share(jc, -1, ceil_div(ch.m1 - ch.m0, int64_t(mr)) * panels_per_block * k_blocks_);
+        }
         for (int64_t ic = ch.m0; ic < ch.m1; ic += plan_.mc) {
             const int64_t m_end = std::min(ch.m1, ic + plan_.mc);
             for (int64_t kb = 0; kb < k_blocks_; ++kb) {
@@ -540,7 +543,8 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 const Phase phase =
                     k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
                 if (pack_b_per_k_block) pack_b_block(jc, n_cur, kb, comp);
-                plan_source_share(jc, kb, ic, m_end);
+                if (pack_b_per_k_block)
+                    begin_source_share(jc, kb, ceil_div(m_end - ic, int64_t(mr)) * panels_per_block);
                 const uint8_t* b_block = b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
                 if (pack_a_by_block && (!keep_a || jc == ch.n0))
                     pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, ic,
@@ -592,7 +596,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                         if (comp) call.comp = comp + (jr - jc);
                         if (strip) call.acc = strip + (ir - ic) * L.acc_ld + (jr - jc) * 4;
                         if (amx) tiles.use(configs_[s]);
-                        if (source_prefetch) set_source_share((ir - ic) / mr * share.panels + (jr - jc) / nr);
+                        if (source_prefetch) next_source_share();
                         const uint8_t* b_tile = b_in_place ? ch.b + (k0 * p_.ldb + jr) * b_size
                                                            : b_block + ((jr - jc) / nr) * groups * nr * 4;
                         fns_[s](a_tile, b_tile, ch.c + (ir * p_.ldc + jr) * c_size, &call);
