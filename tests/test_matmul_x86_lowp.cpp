@@ -4938,7 +4938,7 @@ TEST_CASE("x86 lowp planner: the calls of a block of B from memory prefetch the 
     INFO(nn.describe());
     CHECK(nn.layout.b_src_rows >= 1);
     CHECK(nn.layout.b_src_lines >= 1);
-    CHECK(nn.layout.b_src_rows * nn.layout.b_src_lines <= 4);
+    CHECK(nn.layout.b_src_rows * nn.layout.b_src_lines <= 24);
     CHECK(nn.layout.b_src_stride == 512);
     CHECK(nn.layout.b_src_seg % (64 * nn.layout.b_src_lines) == 0);
     CHECK(nn.layout.b_src_seg >= nn.nc);
@@ -4971,9 +4971,12 @@ TEST_CASE("x86 lowp: a B from memory prefetched block by block (K and N tails, l
         int64_t m, n, k;
         bool tb;
         jitmm_dtype a, b, c;
+        int64_t batch = 0;  // 0: one or two by turns
     };
     const Shape shapes[] = {{49, 1100, 4000, false, JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
                             {300, 520, 4100, true, JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},  // M blocks
+                            // Few rows over batches: many lines a K-loop iteration, the next batch's first block.
+                            {7, 140, 2707, false, JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32, 8},
                             {33, 1030, 4100, true, JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
                             {49, 600, 3500, false, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
                             {33, 700, 3333, true, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_BF16}};
@@ -4996,18 +4999,21 @@ TEST_CASE("x86 lowp: a B from memory prefetched block by block (K and N tails, l
                 c.n = s.n;
                 c.k = s.k;
                 c.tb = s.tb;
-                c.batch = it % 2 == 1 ? 2 : 1;
+                c.batch = s.batch > 0 ? s.batch : it % 2 == 1 ? 2 : 1;
                 c.ldb_pad = it % 2 == 0 ? 5 : 0;  // rows off cache lines
                 c.lda_pad = it % 3 == 1 ? 3 : 0;
                 c.beta = it % 4 == 3 ? 1.0f : 0.0f;
                 if (threads == 1) {  // the path under test wherever B is packed (not read in place): the recipe says so
                     jitmm_matmul_desc d;
                     jitmm_matmul_desc_init(&d);
-                    d.m = c.m; d.n = c.n; d.k = c.k;
+                    d.m = c.m; d.n = c.n; d.k = c.k; d.batch_count = c.batch;
                     d.a_type = c.a; d.b_type = c.b; d.c_type = c.c;
                     d.trans_b = c.tb;
                     d.lda = c.k + c.lda_pad;
                     d.ldb = (c.tb ? c.k : c.n) + c.ldb_pad;
+                    d.stride_a = c.m * d.lda;
+                    d.stride_b = (c.tb ? c.n : c.k) * d.ldb;
+                    d.stride_c = c.m * c.n;
                     d.beta = c.beta;
                     jitmm_kernel* kernel = nullptr;
                     REQUIRE(jitmm_kernel_create(e.e, &d, &kernel) == JITMM_STATUS_SUCCESS);

@@ -902,9 +902,11 @@ void choose_split(const Problem& p, X86LowpPlan& plan, int64_t parts, int64_t l2
 // LowpLayout::b_src_*: the next block of B prefetched by the calls of the one before. Where B streams from memory
 // (all it reads past L2) and a chunk runs one M block, each block of B was packed from memory between two
 // blocks' calls, with nothing to overlap: a third of a 49x512x4608 s8 call. The rate: the next block's lines
-// over the K-loop iterations of this block's calls, at most kMaxSourceLinesPerIteration (more held up the
-// products: the loads of the packed B share the L1 with the prefetches).
-constexpr int kMaxSourceLinesPerIteration = 4;
+// over the K-loop iterations of this block's calls, at most kMaxSourceLinesPerIteration, which the blocks of few
+// rows over a long B need to come near covering it (1 thread, Zen 4, median us of 3 alternated rounds, at most
+// 4 -> 12 -> 24 lines: 7x140x2707 s8 x7 397 -> 330 -> 256, 10x3696x270 NT bf16 x4 1115 -> 700 -> 688; 48 even;
+// the shapes needing fewer lines unchanged).
+constexpr int kMaxSourceLinesPerIteration = 24;
 constexpr int64_t kS8FlipOneVectorMaxPanels = 2;  // (plan_x86_lowp: an s8 A flipped in the kernel)
 
 void plan_b_source_prefetch(const Problem& p, X86LowpPlan& plan, int64_t l2) {
@@ -921,7 +923,9 @@ void plan_b_source_prefetch(const Problem& p, X86LowpPlan& plan, int64_t l2) {
     // else all of K of an N block, read by every M block.
     const bool k_block_blocks = chunk_rows <= plan.mc && k_blocks > 1;
     const int64_t blocks = ceil_div(chunk_columns, plan.nc) * (k_block_blocks ? k_blocks : 1);
-    if (blocks < 2) return;
+    // (Batches of one chunk each, their own B: a chunk's last block prefetches the next batch's first.)
+    const bool next_batch_b = p.batch > 1 && p.stride_b != 0 && plan.m_chunks * plan.n_chunks == 1;
+    if (blocks < 2 && !next_batch_b) return;
     const int64_t block_k = k_block_blocks ? plan.kc : p.k;
     const int64_t b_size = dtype_size(p.b_type);
     const int64_t stride = p.ldb * b_size;

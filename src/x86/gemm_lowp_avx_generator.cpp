@@ -273,13 +273,13 @@ private:
     void prefetch_next_b_source() {
         Xbyak::Label done;
         cmp(r11, ptr[rcx + kArgPrefetchEnd]);
-        jae(done);
+        jae(done, T_NEAR);
         for (int r = 0; r < L_.b_src_rows; ++r)
             for (int l = 0; l < L_.b_src_lines; ++l)
                 prefetcht1(ptr[r11 + static_cast<int32_t>(r * L_.b_src_stride + l * 64)]);
         add(r11, L_.b_src_lines * 64);
         cmp(r11, r10);
-        jb(done);
+        jb(done, T_NEAR);
         const int64_t group = int64_t(L_.b_src_rows) * L_.b_src_stride;
         add(r11, static_cast<int32_t>(group - L_.b_src_seg));
         add(r10, static_cast<int32_t>(group));

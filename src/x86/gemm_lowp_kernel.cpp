@@ -299,6 +299,8 @@ void GemmLowpKernel::run(const RunArgs& args) const {
         chunk_range(p_.m, plan_.layout.mr, plan_.m_chunks, part / plan_.n_chunks, &chunk.m0, &chunk.m1);
         chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &chunk.n0, &chunk.n1);
         if (chunk.m0 >= chunk.m1 || chunk.n0 >= chunk.n1) return;
+        // (Threads run contiguous runs of tasks: the next task is this thread's but at a run's end.)
+        if (per_batch == 1 && batch + 1 < p_.batch && p_.stride_b != 0) chunk.next_b = chunk.b + p_.stride_b * b_size;
         run_chunk(chunk, args, scale, shared_a_panels);
     };
     if (plan_.threads <= 1) {
@@ -511,9 +513,14 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
             next_kb = 0;
             next_jc = jc + plan_.nc;
         }
-        if (!source_prefetch || next_jc >= ch.n1) return;
+        const uint8_t* b = ch.b;
+        if (next_jc >= ch.n1) {  // the chunk's last block: the next batch's first one
+            b = ch.next_b;
+            next_jc = ch.n0;
+        }
+        if (!source_prefetch || b == nullptr) return;
         const int64_t k0 = next_kb * plan_.kc, k_len = kb < 0 ? p_.k : std::min(plan_.kc, p_.k - k0);
-        share.base = ch.b + (p_.trans_b ? next_jc * p_.ldb + k0 : k0 * p_.ldb + next_jc) * b_size;
+        share.base = b + (p_.trans_b ? next_jc * p_.ldb + k0 : k0 * p_.ldb + next_jc) * b_size;
         share.rows = p_.trans_b ? std::min(plan_.nc, ch.n1 - next_jc) : k_len;
         share.rows_per_call = round_up(ceil_div(share.rows, std::max<int64_t>(1, calls)), int64_t(L.b_src_rows));
     };

@@ -45,6 +45,9 @@ private:
         const uint8_t* b;
         uint8_t* c;
         int64_t m0, m1, n0, n1;
+        // The B the same thread reads next for the same columns (the next batch's, where each batch is one chunk),
+        // whose first block the chunk's last block prefetches (LowpLayout::b_src_*); null: none.
+        const uint8_t* next_b = nullptr;
     };
     // A's panels packed once per call for all tasks, as [row tile][K block]; null where each task packs its own.
     const uint8_t* pack_shared_a_panels(const RunArgs& args) const;
