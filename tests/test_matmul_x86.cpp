@@ -2668,9 +2668,13 @@ TEST_CASE("x86 f32: one row times a B stored K x N on the one-row kernel", "[x86
     CHECK_FALSE(jitmm::plan::gemv_serves(row(4100, 4096), cpu, avx512, 1));
     CHECK(jitmm::plan::gemv_serves(row(4096, 2048), cpu, avx512, 1));
     CHECK(jitmm::plan::gemv_serves(row(4000, 4096), cpu, avx512, 1));
+    // From 4 threads the columns split over them, rows 4 KiB apart included; 2 threads keep the tiles.
+    CHECK(jitmm::plan::gemv_serves(row(4096, 4096), cpu, avx512, 16));
+    CHECK(jitmm::plan::gemv_serves(row(4096, 11008), cpu, avx512, 4));
+    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 4096), cpu, avx512, 2));
     cpu.few_streams_from_memory = true;
     CHECK(jitmm::plan::gemv_serves(row(305, 3602), cpu, avx512, 2));  // (a few threads split the columns)
-    CHECK_FALSE(jitmm::plan::gemv_serves(row(4096, 4096), cpu, avx512, 16));
+    CHECK(jitmm::plan::gemv_serves(row(4096, 4096), cpu, avx512, 16));
     CHECK(jitmm::plan::gemv_serves(row(4096, 11008), cpu, avx512, 1));
     CHECK(jitmm::plan::gemv_serves(row(4100, 4096), cpu, avx512, 1));
     std::mt19937 rng(3602);

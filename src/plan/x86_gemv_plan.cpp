@@ -58,6 +58,14 @@ constexpr int64_t kGemvLongK = 2048;
 // kernel: 1x4096x4096 6200 -> 2820, 1x4096x11008 14700 -> 7740 (oneDNN 3090, 9330).
 constexpr int64_t kGemvAlignedRowsMaxK = 4096;
 constexpr int64_t kGemvNear4KiBRowBytes = 256;
+// From kGemvManyThreads threads the columns split over them beat the broadcast tiles on any chip, rows near 4 KiB
+// apart included (the GPU machine's host, Emerald Rapids, median us of 3 alternated rounds, broadcast tiles ->
+// one-row kernel: 16 threads 1x4096x4096 460 -> 262, 1x11008x4096 1092 -> 1040, 1x4096x14336 1825 -> 1437,
+// 1x14336x4096 1621 -> 1399, 1x3000x3000 283 -> 241, 1x8192x2048 475 -> 357, 1x2048x8192 483 -> 363; 8 threads 630
+// -> 382, 1146 -> 1035, 3261 -> 1521, 3051 -> 1580, 541 -> 256, 820 -> 420, 543 -> 435; 4 threads, one round,
+// 1x4096x4096 1893 -> 738, 1x4096x11008 4014 -> 1591). Two threads there measured both ways (1x4096x4096 1676 ->
+// 2260, 1x4096x11008 4979 -> 4067) and keep the tiles.
+constexpr int kGemvManyThreads = 4;
 
 bool gemv_serves(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int num_threads) {
     if (isa < hw::X86Isa::avx512 || p.m != 1 || p.trans_b || p.quantized() || p.k < 1) return false;
@@ -65,10 +73,12 @@ bool gemv_serves(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa, int n
     if ((p.k + 64) * p.ldb * 4 + 1024 >= (int64_t(1) << 31) || p.k * a_step >= (int64_t(1) << 31)) return false;
     if (const char* v = std::getenv("JITMM_X86_GEMV")) return std::atoi(v) != 0;  // 0: never, 1: always
     const int threads = gemv_threads(p, num_threads);
-    if (threads > 1 && !(cpu.few_streams_from_memory && threads <= kGemvFewStreamsMaxThreads)) return false;
+    const bool many_threads = threads >= kGemvManyThreads;
+    if (threads > 1 && !many_threads && !(cpu.few_streams_from_memory && threads <= kGemvFewStreamsMaxThreads))
+        return false;
     const int64_t row_off_4k = (p.ldb * 4) % 4096;
     if (std::min(row_off_4k, 4096 - row_off_4k) < kGemvNear4KiBRowBytes && p.k >= kGemvAlignedRowsMaxK &&
-        !cpu.few_streams_from_memory)
+        !cpu.few_streams_from_memory && !many_threads)
         return false;
     return (p.n >= kGemvMinN && p.k >= kGemvMinK) || (p.n >= kGemvMinNLongK && p.k >= kGemvLongK);
 }
