@@ -923,8 +923,10 @@ void plan_b_source_prefetch(const Problem& p, X86LowpPlan& plan, int64_t l2) {
     // else all of K of an N block, read by every M block.
     const bool k_block_blocks = chunk_rows <= plan.mc && k_blocks > 1;
     const int64_t blocks = ceil_div(chunk_columns, plan.nc) * (k_block_blocks ? k_blocks : 1);
-    // (Batches of one chunk each, their own B: a chunk's last block prefetches the next batch's first.)
-    const bool next_batch_b = p.batch > 1 && p.stride_b != 0 && plan.m_chunks * plan.n_chunks == 1;
+    // (Batches of one chunk each, their own B: a chunk's last block prefetches the next batch's first. Not where
+    // a batch is one block of each, M within one M block: those run on GemmLowpKernel::run_small.)
+    const bool next_batch_b =
+        p.batch > 1 && p.stride_b != 0 && plan.m_chunks * plan.n_chunks == 1 && chunk_rows > plan.mc;
     if (blocks < 2 && !next_batch_b) return;
     const int64_t block_k = k_block_blocks ? plan.kc : p.k;
     const int64_t b_size = dtype_size(p.b_type);
