@@ -7,12 +7,13 @@
 #include "core/error.hpp"
 #include "core/problem.hpp"
 #include "cuda/backend_cuda.hpp"
-#include "cuda/driver.hpp"
-#include "cuda/nvrtc.hpp"
 #include "cuda/codegen/sm80_mma.hpp"
 #include "cuda/codegen/sm90_wgmma.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/nvrtc.hpp"
 #include "plan/cuda_gemm_plan.hpp"
 #include "plan/cuda_sm90_plan.hpp"
+#include "skip.hpp"
 
 #include <catch2/catch.hpp>
 #include <unistd.h>
@@ -545,7 +546,7 @@ jitmm_engine* make_gpu_engine_or_skip() {
     jitmm_engine* engine = nullptr;
     const jitmm_status created = jitmm_engine_create(&config, &engine);
     if (created == JITMM_STATUS_NO_DEVICE) {
-        WARN("SKIPPED: no CUDA device: " << jitmm_last_error_message());
+        WARN_SKIPPED("no CUDA device: " << jitmm_last_error_message());
         return nullptr;
     }
     INFO(jitmm_last_error_message());
@@ -557,7 +558,7 @@ jitmm_engine* make_gpu_engine_or_skip() {
 void run_cases(const std::vector<Case>& cases) {
     const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
     if (drv == nullptr) {
-        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
+        WARN_SKIPPED("no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
         return;
     }
     jitmm_engine* engine = make_gpu_engine_or_skip();
@@ -625,7 +626,7 @@ Problem problem_of(const Case& c) {
 
 TEST_CASE("cuda: generated kernels compile with NVRTC for sm_80, sm_90a and sm_100a", "[cuda-compile]") {
     if (jitmm::cuda::nvrtc() == nullptr) {
-        WARN("SKIPPED: " << jitmm::cuda::nvrtc_unavailable_reason());
+        WARN_SKIPPED(jitmm::cuda::nvrtc_unavailable_reason());
         return;
     }
     // Shapes that reach each family and operand path: big aligned (cp.async both), decode (gemv, and skinny
@@ -687,7 +688,7 @@ TEST_CASE("cuda: generated kernels compile with NVRTC for sm_80, sm_90a and sm_1
 
 TEST_CASE("cuda sm90: the Hopper generator compiles for sm_90a, with wgmma and TMA in its PTX", "[cuda-compile]") {
     if (jitmm::cuda::nvrtc() == nullptr) {
-        WARN("SKIPPED: " << jitmm::cuda::nvrtc_unavailable_reason());
+        WARN_SKIPPED(jitmm::cuda::nvrtc_unavailable_reason());
         return;
     }
     const auto h100 = jitmm::plan::cuda_target_from_arch("sm_90a");
@@ -1126,7 +1127,7 @@ TEST_CASE("cuda: unsupported dtype combinations and unknown arches are refused c
 
 TEST_CASE("cuda: compile-only backend builds cubins but cannot load them", "[cuda-compile]") {
     if (jitmm::cuda::nvrtc() == nullptr) {
-        WARN("SKIPPED: " << jitmm::cuda::nvrtc_unavailable_reason());
+        WARN_SKIPPED(jitmm::cuda::nvrtc_unavailable_reason());
         return;
     }
     auto backend = jitmm::cuda::make_cuda_compile_only_backend("sm_80");
@@ -1335,7 +1336,7 @@ TEST_CASE("cuda: decode gemv kernel with K split over CTAs", "[cuda]") {
 TEST_CASE("cuda: chained kernels on one stream see each other's results", "[cuda]") {
     const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
     if (drv == nullptr) {
-        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
+        WARN_SKIPPED("no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
         return;
     }
     for (const int64_t rows : {int64_t{1}, int64_t{16}, int64_t{128}, int64_t{300}}) {
@@ -1785,7 +1786,7 @@ TEST_CASE("cuda sm90: partial last tiles read only what lies inside the operands
 TEST_CASE("cuda sm90: jitmm_tune persists the fastest recipe for later engines", "[cuda]") {
     const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
     if (drv == nullptr || !sm90_device()) {
-        WARN("SKIPPED: needs an sm_90 GPU" << (drv ? "" : std::string(": ") + jitmm::cuda::driver_unavailable_reason()));
+        WARN_SKIPPED("needs an sm_90 GPU" << (drv ? "" : std::string(": ") + jitmm::cuda::driver_unavailable_reason()));
         return;
     }
     char dir_name[] = "/tmp/jitmm-tune-gpu-XXXXXX";
@@ -1934,7 +1935,7 @@ std::vector<BenchShape> bench_shapes() {
 TEST_CASE("cuda: timing of a shape list (CSV)", "[.cuda-bench]") {
     const jitmm::cuda::DriverApi* drv = jitmm::cuda::driver();
     if (drv == nullptr) {
-        WARN("SKIPPED: no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
+        WARN_SKIPPED("no CUDA device: " << jitmm::cuda::driver_unavailable_reason());
         return;
     }
     jitmm_engine_config config;

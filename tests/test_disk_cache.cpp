@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/recorder.hpp"
 #include "core/shape_csv.hpp"
+#include "skip.hpp"
 #include "x86/backend_x86.hpp"
 
 #include <jitmm/jitmm.h>
@@ -324,7 +325,7 @@ TEST_CASE("disk cache: a folder writable by group or others is refused, the engi
 
 TEST_CASE("disk cache: a folder owned by another user is refused", "[disk_cache]") {
     if (!running_as_root()) {
-        WARN("SKIPPED: not root, cannot give a folder to another user");
+        WARN_SKIPPED("not root, cannot give a folder to another user");
         return;
     }
     TempDir dir;
@@ -338,7 +339,7 @@ TEST_CASE("disk cache: a folder owned by another user is refused", "[disk_cache]
 
 TEST_CASE("disk cache: a read-only folder is read, new kernels stay in memory", "[disk_cache]") {
     if (running_as_root()) {
-        WARN("SKIPPED: running as root, where permissions do not block writes (the full-disk test covers the "
+        WARN_SKIPPED("running as root, where permissions do not block writes (the full-disk test covers the "
              "failed-write path)");
         return;
     }

@@ -10,6 +10,7 @@
 #include "core/parallel.hpp"
 #include "core/problem.hpp"
 #include "hw/cpu.hpp"
+#include "skip.hpp"
 #include "x86/backend_x86.hpp"
 
 #include <jitmm/jitmm.h>
@@ -375,7 +376,7 @@ TEST_CASE("key: a different max_isa cap gives a different key", "[key]") {
     EngineHolder avx512(make_config(2, "avx512"));
     const jitmm::hw::X86Isa best = jitmm::hw::cpu_info().best_isa;
     if (best < jitmm::hw::X86Isa::avx2) {
-        WARN("SKIPPED: this CPU has no avx2 tier");
+        WARN_SKIPPED("this CPU has no avx2 tier");
         return;
     }
     const KeyInfo k2 = c_api_key(avx2.get(), desc);

@@ -9,6 +9,7 @@
 #include "plan/x86_gemm_plan.hpp"
 #include "plan/x86_gemv_plan.hpp"
 #include "plan/x86_kgroup_plan.hpp"
+#include "skip.hpp"
 #include "x86/gemm_f32_kgroup_kernel.hpp"
 #include "x86/gemm_f32_split_finish.hpp"
 #include "x86/pack.hpp"
@@ -151,7 +152,7 @@ std::vector<Tier> runnable_tiers() {
     const auto best = jitmm::hw::cpu_info().best_isa;
     for (Tier t : {Tier{"avx2", jitmm::hw::X86Isa::avx2}, Tier{"avx512", jitmm::hw::X86Isa::avx512}}) {
         if (best >= t.isa) tiers.push_back(t);
-        else WARN("SKIPPED: tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best) << ")");
+        else WARN_SKIPPED("tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best) << ")");
     }
     return tiers;
 }
@@ -404,7 +405,7 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
     // Many threads: a narrower tile of the same rows evens out the columns per thread (1x1000 on 16 threads:
     // 42 tiles of 24 leave some threads 72 columns, 48 of 21 leave 63), with its own tail tile.
     if (jitmm::hw::cpu_info().best_isa < jitmm::hw::X86Isa::avx512) {
-        WARN("SKIPPED: 16-thread dot run at the avx512 tier (not available on this CPU)");
+        WARN_SKIPPED("16-thread dot run at the avx512 tier (not available on this CPU)");
     } else {
         jitmm_engine* e16 = make_engine("avx512", 16);
         for (int64_t m : {1, 2}) {
@@ -1006,7 +1007,7 @@ TEST_CASE("x86 f32: short K swept down M in one generated call", "[x86][matmul]"
 // read (A ends at a PROT_NONE page).
 TEST_CASE("x86 f32: transposed A tiles packed by vectors match the element packer", "[x86][pack]") {
     if (jitmm::hw::cpu_info().best_isa < jitmm::hw::X86Isa::avx512) {
-        WARN("SKIPPED: no AVX-512 on this CPU (the element packer is the only one)");
+        WARN_SKIPPED("no AVX-512 on this CPU (the element packer is the only one)");
         return;
     }
     std::mt19937 rng(4242);

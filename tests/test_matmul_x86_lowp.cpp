@@ -6,6 +6,7 @@
 #include "env_guard.hpp"
 #include "guard_page.hpp"
 #include "hw/cpu.hpp"
+#include "skip.hpp"
 #include "x86/gemm_amx_whole_generator.hpp"
 #include "x86/pack_lowp.hpp"
 
@@ -349,7 +350,7 @@ std::vector<Tier> runnable_tiers() {
                    Tier{"avx512_bf16", X86Isa::avx512_bf16}, Tier{"avx512_fp16", X86Isa::avx512_fp16},
                    Tier{"amx", X86Isa::amx}}) {
         if (best >= t.isa) tiers.push_back(t);
-        else WARN("SKIPPED: tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best)
+        else WARN_SKIPPED("tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best)
                                     << ")");
     }
     return tiers;
@@ -423,7 +424,7 @@ TEST_CASE("x86 lowp: each tier runs the family it should", "[x86][lowp]") {
         X86Isa tier;
         REQUIRE(jitmm::hw::isa_from_name(w.tier, &tier));
         if (best < tier) {
-            WARN("SKIPPED: tier " << w.tier << " not available on this CPU");
+            WARN_SKIPPED("tier " << w.tier << " not available on this CPU");
             continue;
         }
         EngineGuard e{make_engine(w.tier, 1)};
@@ -615,7 +616,7 @@ TEST_CASE("x86 lowp bf16 and f16: odd shapes, layouts, outputs and epilogues", "
 
 TEST_CASE("x86 lowp AMX: few rows times B stored N x K swap the tile roles (B read in place)", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     std::mt19937 rng(710);
@@ -738,7 +739,7 @@ TEST_CASE("x86 lowp: a matrix times a vector runs with the operands swapped", "[
 
 TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B read in place)", "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
-        WARN("SKIPPED: no AVX512-VNNI on this CPU");
+        WARN_SKIPPED("no AVX512-VNNI on this CPU");
         return;
     }
     std::mt19937 rng(712);
@@ -833,7 +834,7 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
 // chip): many row tiles and their tails, s8 and u8, NT and TT, dequantized and s32 C, 1 and 2 threads, exact.
 TEST_CASE("x86 lowp VNNI: dot products over up to 256 rows (forced), exactly", "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
-        WARN("SKIPPED: no AVX512-VNNI on this CPU");
+        WARN_SKIPPED("no AVX512-VNNI on this CPU");
         return;
     }
     const EnvGuard forced("JITMM_X86_LOWP_DOT", "1");
@@ -890,7 +891,7 @@ TEST_CASE("x86 lowp VNNI: dot products over up to 256 rows (forced), exactly", "
 TEST_CASE("x86 lowp VNNI dot products: A stored K x M transposed by vectors, s8 row sums by vpsadbw, exactly",
           "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
-        WARN("SKIPPED: no AVX512-VNNI on this CPU");
+        WARN_SKIPPED("no AVX512-VNNI on this CPU");
         return;
     }
     // The dot path packs A (rows zero padded to whole 64-byte vectors): stored K x M through pack_a_transposed,
@@ -925,7 +926,7 @@ TEST_CASE("x86 lowp VNNI dot products: A stored K x M transposed by vectors, s8 
 
 TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by its stride", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     std::mt19937 rng(4096);
@@ -1082,7 +1083,7 @@ TEST_CASE("x86 lowp AMX: long K in 4 KB blocks and A read in place or packed by 
 
 TEST_CASE("x86 lowp AMX: packed A panels kept across N blocks (several K blocks, tails, threads)", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     // 64-column B blocks make several N blocks per task: the A panels of the first are reused by the others.
@@ -1120,7 +1121,7 @@ TEST_CASE("x86 lowp AMX: packed A panels kept across N blocks (several K blocks,
 
 TEST_CASE("x86 lowp AMX: swapped calls prefetching the next row tile's rows of B stay exact", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     std::mt19937 rng(4242);
@@ -1158,7 +1159,7 @@ TEST_CASE("x86 lowp AMX: swapped calls prefetching the next row tile's rows of B
 TEST_CASE("x86 lowp AMX: tails of 16 rows or columns share the full tile's configuration, others switch",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     // 48 = 32 + 16: every variant has the full tile's configuration bytes (one ldtilecfg per task); 23, 39, 7:
@@ -1194,7 +1195,7 @@ TEST_CASE("x86 lowp AMX: tails of 16 rows or columns share the full tile's confi
 TEST_CASE("x86 lowp AMX: column tails of their own configuration run after the block's full panels, exactly",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     // N = 32 x panels + a tail of 1, 4, 15 or 20 columns: every row tile of an M block runs its full panels, then
@@ -1249,7 +1250,7 @@ TEST_CASE("x86 lowp AMX: column tails of their own configuration run after the b
 TEST_CASE("x86 lowp AMX: batches of small calls with tails run tile kind by tile kind over groups of batches",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     // Row tails (33-63 rows) and column tails (not 16 columns) of their own tile configurations: every batch of a
@@ -1293,7 +1294,7 @@ TEST_CASE("x86 lowp AMX: batches of small calls with tails run tile kind by tile
 TEST_CASE("x86 lowp AMX: one call runs a row tile's column panels (strip and direct stores, tails, K and N blocks)",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     // Variants without a vector epilogue (strip stores, direct s32/f32 stores) run every full panel of a row
@@ -1334,7 +1335,7 @@ TEST_CASE("x86 lowp AMX: one call runs a row tile's column panels (strip and dir
 TEST_CASE("x86 lowp AMX: C written with non-temporal stores (aligned rows streamed, others by tile stores)",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     // JITMM_X86_LOWP_STREAM_C=1 turns the streamed stores on at any size. They serve the direct-store variants
@@ -1385,7 +1386,7 @@ TEST_CASE("x86 lowp AMX: C written with non-temporal stores (aligned rows stream
 
 TEST_CASE("x86 lowp AMX: C rows off cache lines staged through the L1 block (plain stores)", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     // JITMM_X86_LOWP_STAGE_C=1 stages every direct-store layout whose C rows start off 64-byte lines (ldc not a
@@ -1703,7 +1704,7 @@ TEST_CASE("x86 lowp: long K with few columns (A read in place past L1, narrow B 
 
 TEST_CASE("x86 lowp AVX-VNNI: the avx2 tier runs VEX vpdpbusd on ymm, exactly", "[x86][lowp]") {
     if (!jitmm::hw::cpu_info().avx_vnni || jitmm::hw::cpu_info().best_isa < X86Isa::avx2) {
-        WARN("SKIPPED: no AVX-VNNI on this CPU (the avx2 tier widens int8 to s16 there)");
+        WARN_SKIPPED("no AVX-VNNI on this CPU (the avx2 tier widens int8 to s16 there)");
         return;
     }
     std::mt19937 rng(715);
@@ -1823,7 +1824,7 @@ TEST_CASE("x86 lowp AVX-VNNI: the avx2 tier runs VEX vpdpbusd on ymm, exactly", 
 TEST_CASE("x86 lowp int8: the avx2 s16 widening path with AVX-VNNI turned off (JITMM_X86_AVX_VNNI=0)",
           "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx2) {
-        WARN("SKIPPED: no AVX2 on this CPU");
+        WARN_SKIPPED("no AVX2 on this CPU");
         return;
     }
     // On a chip with AVX-VNNI the tier tests above run vpdpbusd at avx2; this keeps the s16 path covered.
@@ -1862,7 +1863,7 @@ TEST_CASE("x86 lowp int8: the avx2 s16 widening path with AVX-VNNI turned off (J
 
 TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_bf16) {
-        WARN("SKIPPED: no AVX512-BF16 on this CPU");
+        WARN_SKIPPED("no AVX512-BF16 on this CPU");
         return;
     }
     setenv("JITMM_X86_BF16_DOT", "1", 1);
@@ -1896,7 +1897,7 @@ TEST_CASE("x86 lowp bf16: the vdpbf16ps generator (JITMM_X86_BF16_DOT=1)", "[x86
 // shapes, every layout, ld pads with NaN and Inf in them, epilogues, beta, bf16 and f32 C, 1 and 2 threads.
 TEST_CASE("x86 lowp: one-vector tiles on the vdpbf16ps and converted-FMA steps", "[x86][lowp]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_bf16) {
-        WARN("SKIPPED: no AVX512-BF16 on this CPU");
+        WARN_SKIPPED("no AVX512-BF16 on this CPU");
         return;
     }
     std::mt19937 rng(1210);
@@ -1950,7 +1951,7 @@ TEST_CASE("x86 lowp: few columns computed as C transposed below AMX", "[x86][low
     std::mt19937 rng(1211);
     for (const Types& t : sets) {
         if (jitmm::hw::cpu_info().best_isa < t.isa) {
-            WARN("SKIPPED: tier " << t.tier << " not available on this CPU");
+            WARN_SKIPPED("tier " << t.tier << " not available on this CPU");
             continue;
         }
         for (int threads : {1, 2}) {
@@ -2043,7 +2044,7 @@ TEST_CASE("x86 lowp: few columns computed as C transposed below AMX", "[x86][low
 // pairs): odd K, A stored K x M, ld pads, NaN in the pads, batches, epilogues, bf16 C, 1 and 2 threads.
 TEST_CASE("x86 lowp AMX tier: one bf16 row times B stored K x N takes vdpbf16ps (K 32-256)", "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     std::mt19937 rng(709);
@@ -2292,7 +2293,7 @@ struct CheckingPool {
 TEST_CASE("x86 lowp AMX: tiles configured per task on pool threads and released when the run returns",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
+        WARN_SKIPPED("no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
         return;
     }
     TileConfigReader reader;
@@ -2361,7 +2362,7 @@ TEST_CASE("x86 lowp AMX: small calls of one or two K steps run as one generated 
     // released when the call returns; shapes next to the path (K past two steps, a bias) take the microkernels and must
     // agree too.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
+        WARN_SKIPPED("no usable AMX on this CPU (" << jitmm::hw::cpu_info().amx_note << ")");
         return;
     }
     TileConfigReader reader;
@@ -2811,7 +2812,7 @@ TEST_CASE("x86 lowp: few rows times a small B over a long K (dot products), narr
 TEST_CASE("x86 lowp AMX: 4-16 rows times s8 B rows off cache lines take the swapped order (was dot products), exactly",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     // B stored N x K with rows not whole lines (K, pads, an offset base), read in place as the A tiles of the
@@ -2852,7 +2853,7 @@ TEST_CASE("x86 lowp AMX: swapped roles read B's rows in place at any stride over
     // Few rows times B stored N x K with K one block of short steps (K bytes a multiple of 4 below 64): the tiles
     // read each row's K bytes where they lie, whatever ldb and B's alignment.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     std::mt19937 rng(6262);
@@ -3038,7 +3039,7 @@ TEST_CASE("x86 lowp AMX: runs of panels of one row tile and one K step alternate
     // panel_pairs: int8, up to 16 rows, K one step (short or whole), stored straight into C: 1-5 full panels (an
     // odd and an even count end in either set), column tails, ldc pads, batches (run_small) and threads.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     std::mt19937 rng(1616);
@@ -3075,7 +3076,7 @@ TEST_CASE("x86 lowp AMX tier: a u8 A of a row tile's tail times a small B stored
     // x K up to 96 x 32 x 32 (a call of one batch only under 12 rows: the whole-call AMX function serves more);
     // whole 16-row tiles, an s8 A, B stored K x N and wide N keep AMX. (The generator is checked for one batch.)
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     struct Want {
@@ -3270,7 +3271,7 @@ void check_int8_kxn_shapes(jitmm_engine* e, const std::vector<Int8KxNShape>& sha
 TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N runs on VNNI, exactly",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     // B of at most 512 KB packed per call for a u8 A of 1-4 rows (NN, TN): the VNNI panels; 5 rows, an s8 A, a
@@ -3298,7 +3299,7 @@ TEST_CASE("x86 lowp AMX tier: a u8 A of 1-4 rows times a small B stored K x N ru
 TEST_CASE("x86 lowp AMX tier: an s8 A of 1-16 rows over a K below 32 and a wide B stored K x N runs on VNNI, exactly",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     // The +128 shift and its column sums over K tails of a dword and of the unroll, NN and TN, ld pads, batches,
@@ -3467,7 +3468,7 @@ TEST_CASE("x86 lowp AMX: few columns over one long K block, and short K steps ov
     // packed (tails, ld pads, a zero point), and a K of one short step whose 48- or 40-byte rows are read in
     // place by the tile loads (not 64-byte aligned) over several M blocks. 1 and 2 threads.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no usable AMX on this CPU");
+        WARN_SKIPPED("no usable AMX on this CPU");
         return;
     }
     std::mt19937 rng(31337);
@@ -3839,7 +3840,7 @@ TEST_CASE("x86 lowp AMX int8: a K with a dword tail read in place, rounded up to
     // swapped (B stored N x K in place), ld pads, misaligned B, batches, threads, saturation corners, dequant
     // epilogues, beta.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     std::mt19937 rng(5353);
@@ -3901,7 +3902,7 @@ TEST_CASE("x86 lowp AMX int8: operands read in place over a dword tail never rea
     // The last rows come from a copy (GemmLowpKernel::copy_last_rows): A (normal order) or B stored N x K
     // (swapped order) ends exactly at a PROT_NONE page.
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     std::mt19937 rng(9191);
@@ -4384,7 +4385,7 @@ TEST_CASE("x86 lowp f16: transposed operands packed by gathers (B stored N x K a
 TEST_CASE("x86 lowp AMX bf16 swapped: the last partial K step from a copy; NaN and Inf past K never count",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     std::mt19937 rng(4242);
@@ -4419,7 +4420,7 @@ TEST_CASE("x86 lowp AMX bf16 swapped: the last partial K step from a copy; NaN a
 TEST_CASE("x86 lowp AMX bf16: A in place at any stride over few panels, the last partial K step from a copy",
           "[x86][lowp][amx]") {
     if (jitmm::hw::cpu_info().best_isa < X86Isa::amx) {
-        WARN("SKIPPED: no AMX on this CPU");
+        WARN_SKIPPED("no AMX on this CPU");
         return;
     }
     std::mt19937 rng(4343);
@@ -5031,7 +5032,7 @@ TEST_CASE("x86 lowp: a B from memory prefetched block by block (K and N tails, l
             }
         }
     }
-    if (!tier_ran) WARN("SKIPPED: no AVX-512 vector tier below AMX on this CPU");
+    if (!tier_ran) WARN_SKIPPED("no AVX-512 vector tier below AMX on this CPU");
 }
 
 // An s8 A read in place by vpdpbusd, flipped to u8 in the broadcast register (LowpLayout::a_s8_flipped):
@@ -5108,5 +5109,5 @@ TEST_CASE("x86 lowp VNNI: an s8 A flipped in the register it is broadcast to, ex
             }
         }
     }
-    if (!tier_ran) WARN("SKIPPED: no AVX-512 VNNI tier below AMX on this CPU");
+    if (!tier_ran) WARN_SKIPPED("no AVX-512 VNNI tier below AMX on this CPU");
 }

@@ -3,6 +3,7 @@
 #include "cuda/driver.hpp"
 #include "hw/cpu.hpp"
 #include "hw/gpu.hpp"
+#include "skip.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -239,7 +240,7 @@ TEST_CASE("cuda driver table: present exactly when the probe saw a driver", "[hw
 TEST_CASE("cuda devices: attributes are sane and the bound entry points work", "[cuda]") {
     const auto& p = jitmm::hw::gpu_probe();
     if (!p.driver_loaded || p.devices.empty()) {
-        WARN("SKIPPED: no CUDA device: " << (p.driver_note.empty() ? "the driver lists no devices" : p.driver_note));
+        WARN_SKIPPED("no CUDA device: " << (p.driver_note.empty() ? "the driver lists no devices" : p.driver_note));
         return;
     }
     INFO(jitmm::hw::gpu_report_text(p));
