@@ -152,7 +152,8 @@ std::vector<Tier> runnable_tiers() {
     const auto best = jitmm::hw::cpu_info().best_isa;
     for (Tier t : {Tier{"avx2", jitmm::hw::X86Isa::avx2}, Tier{"avx512", jitmm::hw::X86Isa::avx512}}) {
         if (best >= t.isa) tiers.push_back(t);
-        else WARN_SKIPPED("tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best) << ")");
+        else
+            WARN_SKIPPED("tier " << t.name << " not available on this CPU (best: " << jitmm::hw::isa_name(best) << ")");
     }
     return tiers;
 }
@@ -449,6 +450,25 @@ TEST_CASE("x86 f32: few rows times a transposed B (the dot-product family)", "[x
         const int64_t l2 = jitmm::hw::cpu_info().l2_bytes > 0 ? jitmm::hw::cpu_info().l2_bytes : 1024 * 1024;
         const int64_t next_tile = int64_t(dot.layout.nj) * p.ldb * 4;
         CHECK(dot.layout.b_prefetch_bytes == (m <= 7 ? (next_tile <= l2 / 4 ? next_tile : 2048) : 0));
+    }
+    // Batches with their own Bt, each within L2 but past it together, prefetch too (2x2140x68 x5: 2.9 MB).
+    {
+        jitmm::Problem q;
+        q.m = 2; q.n = 2140; q.k = 68; q.trans_b = true; q.lda = 68; q.ldb = 68; q.ldc = 2140;
+        q.batch = 5; q.stride_a = 2 * 68; q.stride_b = 2140 * 68; q.stride_c = 2 * 2140;
+        jitmm::hw::CpuInfo small_l2 = cpu;
+        small_l2.l2_bytes = 1024 * 1024;
+        auto prefetch_bytes = [&] {
+            const auto plan = jitmm::plan::plan_x86_gemm_f32_dot(q, small_l2, jitmm::hw::X86Isa::avx512, 1);
+            return plan.layout.b_prefetch_bytes;
+        };
+        CHECK(prefetch_bytes() > 0);
+        q.stride_b = 0;  // one Bt for all: it stays in L2
+        CHECK(prefetch_bytes() == 0);
+        q.stride_b = 2140 * 68;
+        q.m = 1; q.stride_a = 68; q.stride_c = 2140;  // one row where the prefetchers take few streams: none
+        small_l2.few_streams_from_memory = true;
+        CHECK(prefetch_bytes() == 0);
     }
     // A chip whose prefetchers take few streams: one row reads 8 Bt rows at once, without software prefetches,
     // where Bt passes L2 (64 MB here); a Bt within L2 keeps the wide tile.

@@ -4966,7 +4966,8 @@ TEST_CASE("x86 lowp planner: the calls of a block of B from memory prefetch the 
 // The next block's B prefetched by the calls before it (LowpLayout::b_src_*, B past L2 on every machine: 4-8 MB):
 // results as without it, exactly for int8, for both layouts of B, K and N blocks with tails, B rows off lines,
 // batches, 1 and 3 threads, on the AVX-512 vector tiers.
-TEST_CASE("x86 lowp: a B from memory prefetched block by block (K and N tails, layouts, pads, threads)", "[x86][lowp]") {
+TEST_CASE("x86 lowp: a B from memory prefetched block by block (K and N tails, layouts, pads, threads)",
+          "[x86][lowp]") {
     std::mt19937 rng(4608);
     struct Shape {
         int64_t m, n, k;

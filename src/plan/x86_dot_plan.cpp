@@ -303,9 +303,16 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     // 2 KiB ahead / none: 1x4096x4096 NT 424 / 436 / 381, 1x768x768 17.4 / 17.5 / 14.6, 1x3072x768 46 / 43 / 54).
     // Nor where the hardware prefetchers take the few streams alone (few_streams: 1x4096x4096 NT 6050 us with
     // them, 3280 without).
+    // Batches that each read their own Bt stream it from memory as soon as together they pass L2 (1 thread, Zen
+    // 4, median us of 3 alternated rounds, without -> with: 2x2140x68 NT x5 295 -> 255, 2x1000x200 x8 707 -> 614,
+    // 3x700x300 x10 850 -> 780, 4x3000x100 x4 365 -> 355), but one row on a chip whose prefetchers take few
+    // streams (1x2000x128 x6 540 -> 600, as few_streams' rows).
+    const double b_read_bytes = p.batch > 1 && p.stride_b != 0 ? b_bytes : bt_bytes;
+    const bool hardware_streams = few_streams || (cpu.few_streams_from_memory && L.mr == 1);
     L.b_prefetch_bytes =
-        bt_bytes > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads && !few_streams ? distance
-                                                                                                          : 0;
+        b_read_bytes > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads && !hardware_streams
+            ? distance
+            : 0;
     if (const char* v = std::getenv("JITMM_X86_DOT_PF")) L.b_prefetch_bytes = std::max<int64_t>(0, std::atoll(v));
     // The prefetch addresses are 32-bit displacements from the tile's first Bt row.
     if (int64_t(L.nj) * b_row_stride * 4 + L.b_prefetch_bytes + p.k * 4 >= (int64_t(1) << 31)) L.b_prefetch_bytes = 0;

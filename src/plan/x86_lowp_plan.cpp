@@ -1405,7 +1405,8 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
     if (L.a_f16_in_place) w.i64('H', L.a_k_bytes);
     if (L.f16_k_pairs) w.i64('k', 1);
     if (L.a_odd_k_word) w.i64('o', 1);
-    if (L.b_src_rows > 0) w.i64('j', L.b_src_rows).i64('J', L.b_src_lines).i64('x', L.b_src_seg).i64('X', L.b_src_stride);
+    if (L.b_src_rows > 0)
+        w.i64('j', L.b_src_rows).i64('J', L.b_src_lines).i64('x', L.b_src_seg).i64('X', L.b_src_stride);
 }
 
 // bf16 with an A stored M x K over at most kBf16CtMaxColumns columns, below AMX: the broadcast tiles spend a
