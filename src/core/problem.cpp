@@ -17,6 +17,11 @@ const char* activation_name(Activation a) {
     return "?";
 }
 
+double Problem::b_bytes_read() const {
+    const double own_batches = batch > 1 && stride_b != 0 ? double(batch) : 1.0;
+    return double(k) * double(n) * double(dtype_size(b_type)) * own_batches;
+}
+
 std::string describe(const Problem& p) {
     char buf[320];
     std::snprintf(buf, sizeof buf,

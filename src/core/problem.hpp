@@ -39,6 +39,8 @@ struct Problem {
     int64_t b_rows() const { return trans_b ? n : k; }
     int64_t b_cols() const { return trans_b ? k : n; }
     double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+    // The bytes of B a call reads: every batch's own B, or the one all batches share (stride_b 0).
+    double b_bytes_read() const;
 };
 
 const char* activation_name(Activation a);

@@ -307,10 +307,9 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     // 4, median us of 3 alternated rounds, without -> with: 2x2140x68 NT x5 295 -> 255, 2x1000x200 x8 707 -> 614,
     // 3x700x300 x10 850 -> 780, 4x3000x100 x4 365 -> 355), but one row on a chip whose prefetchers take few
     // streams (1x2000x128 x6 540 -> 600, as few_streams' rows).
-    const double b_read_bytes = p.batch > 1 && p.stride_b != 0 ? b_bytes : bt_bytes;
     const bool hardware_streams = few_streams || (cpu.few_streams_from_memory && L.mr == 1);
     L.b_prefetch_bytes =
-        b_read_bytes > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads && !hardware_streams
+        p.b_bytes_read() > double(l2_bytes) && p.m <= L.mr && threads <= kDotPrefetchMaxThreads && !hardware_streams
             ? distance
             : 0;
     if (const char* v = std::getenv("JITMM_X86_DOT_PF")) L.b_prefetch_bytes = std::max<int64_t>(0, std::atoll(v));

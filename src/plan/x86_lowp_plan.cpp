@@ -21,12 +21,6 @@ bool is_half(jitmm_dtype t) { return t == JITMM_DTYPE_BF16 || t == JITMM_DTYPE_F
 bool is_float_out(jitmm_dtype t) { return t == JITMM_DTYPE_F32 || is_half(t); }
 std::string name(jitmm_dtype t) { return dtype_name_or_null(t); }
 
-// The bytes of B a call reads: every batch's own B, or the one all batches share.
-double b_bytes_read(const Problem& p) {
-    const double own_batches = p.batch > 1 && p.stride_b != 0 ? double(p.batch) : 1.0;
-    return double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * own_batches;
-}
-
 // AMX: one k step is a 64-byte row of an A tile.
 constexpr int64_t kAmxStepBytes = 64;
 constexpr int kEpilogueTemps = 3;  // activation scratch; conversions and loads reuse it
@@ -377,7 +371,7 @@ LowpStep choose_step(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa isa) {
         const double l2 = cpu.l2_bytes > 0 ? double(cpu.l2_bytes) : 1024.0 * 1024;
         const bool fma_b_in_place = !p.trans_b && isa >= hw::X86Isa::avx512 && p.n >= kBf16FmaBInPlaceMinColumns &&
                                     ((p.m <= kBf16FmaBInPlaceFewRows && !p.trans_a) ||
-                                     (p.m <= kBf16FmaBInPlaceMaxRows && b_bytes_read(p) > l2 / 2));
+                                     (p.m <= kBf16FmaBInPlaceMaxRows && p.b_bytes_read() > l2 / 2));
         const bool fma_short_k = fma_b_in_place || p.k == 1 ||
                                  (!p.trans_a && p.k % 2 == 1 && p.k <= kBf16DotOddFmaMaxK &&
                                   p.k * p.n <= kBf16DotOddFmaMaxKN);
@@ -442,7 +436,7 @@ constexpr int64_t kDecodeL1BlockShortK = 64;
 constexpr double kDecodeL1BlockMaxBFraction = 0.75;
 
 bool decode_block_in_l1(const Problem& p, int64_t kc, int64_t l2) {
-    return kc <= kDecodeL1BlockShortK || b_bytes_read(p) <= kDecodeL1BlockMaxBFraction * double(l2);
+    return kc <= kDecodeL1BlockShortK || p.b_bytes_read() <= kDecodeL1BlockMaxBFraction * double(l2);
 }
 
 bool a_readable_in_place(const Problem& p, LowpStep step) {
@@ -914,7 +908,7 @@ void plan_b_source_prefetch(const Problem& p, X86LowpPlan& plan, int64_t l2) {
     const char* env = std::getenv("JITMM_X86_LOWP_B_SOURCE_PF");  // 0: never (measurements)
     if (env != nullptr && env[0] == '0') return;
     if (step_is_amx(L.step) || L.isa < hw::X86Isa::avx512 || L.dot_nt || L.swap_ab || L.b_in_place ||
-        L.f16_k_pairs || b_bytes_read(p) <= double(l2))
+        L.f16_k_pairs || p.b_bytes_read() <= double(l2))
         return;
     const int64_t chunk_rows = ceil_div(p.m, int64_t(plan.m_chunks));
     const int64_t chunk_columns = std::min(p.n, round_up(ceil_div(p.n, int64_t(plan.n_chunks)), plan.nr()));
@@ -1142,7 +1136,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
             // column panel stored densely are read front to back anyway. 1 thread, median us, one K block ->
             // 32-long with 32 ahead: 1x531x2139 NN 230 -> 100, 27x1046x241 x41 9000 -> 4160.
             const bool one_dense_panel = p.n <= L.nr() && p.ldb <= 2 * int64_t(L.nr());
-            if (!one_dense_panel && b_bytes_read(p) > double(l2)) {
+            if (!one_dense_panel && p.b_bytes_read() > double(l2)) {
                 kc_limit = kF16BStreamedKBlock;
                 const bool far_rows_fit = double(kF16BRowPrefetchSteps) * double(L.b_row_bytes) <= double(l2) / 4 &&
                                           L.b_row_bytes % 4096 != 0;

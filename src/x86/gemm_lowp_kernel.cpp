@@ -300,7 +300,8 @@ void GemmLowpKernel::run(const RunArgs& args) const {
         chunk_range(p_.n, plan_.nr(), plan_.n_chunks, part % plan_.n_chunks, &chunk.n0, &chunk.n1);
         if (chunk.m0 >= chunk.m1 || chunk.n0 >= chunk.n1) return;
         // (Threads run contiguous runs of tasks: the next task is this thread's but at a run's end.)
-        if (per_batch == 1 && batch + 1 < p_.batch && p_.stride_b != 0) chunk.next_b = chunk.b + p_.stride_b * b_size;
+        if (per_batch == 1 && batch + 1 < p_.batch && p_.stride_b != 0)
+            chunk.next_b = chunk.b + p_.stride_b * b_size;
         run_chunk(chunk, args, scale, shared_a_panels);
     };
     if (plan_.threads <= 1) {
@@ -508,6 +509,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
     // The block of B from (jc, kb) (kb < 0: all of K) is about to be read by `calls` calls.
     auto begin_source_share = [&](int64_t jc, int64_t kb, int64_t calls) {
         share = SourceShare{};
+        if (!source_prefetch) return;
         int64_t next_jc = jc, next_kb = kb < 0 ? 0 : kb + 1;
         if (kb < 0 || next_kb == k_blocks_) {
             next_kb = 0;
@@ -518,7 +520,7 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
             b = ch.next_b;
             next_jc = ch.n0;
         }
-        if (!source_prefetch || b == nullptr) return;
+        if (b == nullptr) return;
         const int64_t k0 = next_kb * plan_.kc, k_len = kb < 0 ? p_.k : std::min(plan_.kc, p_.k - k0);
         share.base = b + (p_.trans_b ? next_jc * p_.ldb + k0 : k0 * p_.ldb + next_jc) * b_size;
         share.rows = p_.trans_b ? std::min(plan_.nc, ch.n1 - next_jc) : k_len;
@@ -549,9 +551,10 @@ void GemmLowpKernel::run_chunk(const Chunk& ch, const RunArgs& args, float scale
                 const int64_t groups = panel_groups(L, k_len);
                 const Phase phase =
                     k_blocks_ == 1 ? kSingle : kb == 0 ? kFirst : kb + 1 == k_blocks_ ? kLast : kMiddle;
-                if (pack_b_per_k_block) pack_b_block(jc, n_cur, kb, comp);
-                if (pack_b_per_k_block)
+                if (pack_b_per_k_block) {
+                    pack_b_block(jc, n_cur, kb, comp);
                     begin_source_share(jc, kb, ceil_div(m_end - ic, int64_t(mr)) * panels_per_block);
+                }
                 const uint8_t* b_block = b_full + (pack_b_per_k_block ? 0 : kb * block_bytes);
                 if (pack_a_by_block && (!keep_a || jc == ch.n0))
                     pack_a_lowp(L.step, p_.a_type, ch.a, p_.lda, p_.trans_a, ic,
