@@ -1331,7 +1331,7 @@ TEST_CASE("x86 f32: few rows of an A stored K x M times a transposed B (dot fami
     CHECK(k_parts.k_splits == 3);
     const auto n_chunks = jitmm::plan::plan_x86_gemm_f32_dot(dot_problem(Case{3, 1000, 1000, 2, true, true}),
                                                              jitmm::hw::cpu_info(), jitmm::hw::X86Isa::avx512, 3);
-    CHECK(n_chunks.n_chunks == 2);
+    CHECK(n_chunks.n_chunks == 3);  // 2 batches x 3 chunks: two rounds of 3 tasks (2 x 2 left a thread idle)
 }
 
 // Many rows over fewer columns than a vector and a long K, B stored N x K: the dot family (vectors along K)
@@ -2266,10 +2266,49 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
                 p.stride_c = p.m * p.n;
                 const auto plan = jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, threads);
                 INFO(plan.describe() << " batch " << batch);
-                CHECK(plan.m_chunks * plan.n_chunks <= std::max<int64_t>(1, (threads + batch - 1) / batch));
+                // At most a thread's share of the batches' tasks; more chunks than that only where the batches'
+                // tasks then keep the threads busier in their rounds (3 batches over 16 threads: 6 chunks each
+                // leave 14 threads idle in the second round).
+                const int64_t chunks = int64_t(plan.m_chunks) * plan.n_chunks;
+                const int64_t even_share = std::max<int64_t>(1, (threads + batch - 1) / batch);
+                CHECK(chunks <= threads);
+                auto busy = [&](int64_t c) {
+                    const int64_t tasks = batch * c, rounds = (tasks + threads - 1) / threads;
+                    return double(tasks) / double(rounds * threads);
+                };
+                if (chunks > even_share) CHECK(busy(chunks) > busy(even_share));
             }
         }
     }
+    // Batches that the threads cannot share out evenly are cut where the rounds make it a clear win (2 threads,
+    // 3290x333x37 x3: one thread ran two whole batches, 1704 us; halves 1231), not where one batch in 25 is left
+    // over (361x32x653 TN x25: halves of A's rows of a batch read by two threads, 2672 -> 3575 us).
+    {
+        jitmm::Problem p = plain_problem(3290, 333, 37, false, false);
+        p.batch = 3;
+        p.stride_a = p.m * p.k;
+        p.stride_b = p.k * p.n;
+        p.stride_c = p.m * p.n;
+        const auto cut = jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, 2);
+        INFO(cut.describe());
+        CHECK(cut.m_chunks * cut.n_chunks == 2);
+        jitmm::Problem q = plain_problem(361, 32, 653, true, false);
+        q.batch = 25;
+        q.stride_a = q.m * q.k;
+        q.stride_b = q.k * q.n;
+        q.stride_c = q.m * q.n;
+        const auto whole = jitmm::plan::plan_x86_gemm_f32(q, cpu, isa, 2);
+        INFO(whole.describe());
+        CHECK(whole.m_chunks * whole.n_chunks == 1);
+    }
+    // Planners without a cost model take the fewest chunks per batch that keep the threads busy 85% of the rounds.
+    CHECK(jitmm::plan::balanced_chunks_per_batch(1, 16) == 16);
+    CHECK(jitmm::plan::balanced_chunks_per_batch(4, 16) == 4);
+    CHECK(jitmm::plan::balanced_chunks_per_batch(3, 2) == 2);   // 6 halves, 3 a thread
+    CHECK(jitmm::plan::balanced_chunks_per_batch(7, 2) == 1);   // 4 + 3 whole batches: 88% busy
+    CHECK(jitmm::plan::balanced_chunks_per_batch(20, 16) == 3);  // 60 tasks in 4 rounds of 16
+    CHECK(jitmm::plan::balanced_chunks_per_batch(48, 2) == 1);
+    CHECK(jitmm::plan::balanced_chunks_per_batch(5, 1) == 1);
     jitmm::plan::PartitionInput in;
     in.m_tiles = 37;  // 512^3 in 14x32 tiles
     in.n_tiles = 16;

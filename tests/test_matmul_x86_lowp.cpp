@@ -2690,7 +2690,7 @@ TEST_CASE("x86 lowp: small batched problems spread over 2-4 threads, exact and b
     const Shape shapes[] = {{128, 64, 128, 12, false, false}, {128, 128, 64, 12, false, true},
                             {64, 64, 64, 8, false, false},    {32, 32, 64, 33, false, true},
                             {33, 17, 65, 7, true, false},     {70, 45, 100, 5, true, true},
-                            {64, 64, 32, 12, false, true}};
+                            {64, 64, 32, 12, false, true},    {200, 96, 150, 3, false, false}};
     for (const Tier& tier : runnable_tiers()) {
         EngineGuard one{make_engine(tier.name, 1)};
         for (int threads : {2, 3, 4}) {
@@ -3363,6 +3363,25 @@ TEST_CASE("x86 lowp planner: threads split C's rows where its rows end inside ca
                                                      JITMM_DTYPE_F32),
                                      cpu, X86Isa::amx, 2)
               .n_chunks == 2);
+}
+
+TEST_CASE("x86 lowp planner: batches that the threads cannot share out evenly are cut", "[x86][lowp][plan]") {
+    // 3 batches over 2 threads ran two whole batches on one thread (2 threads, median us, whole -> halves: s8
+    // 2443x469x147 x5 3252 -> 2849, 50x971x2194 NT x5 2048 -> 1701); 4 batches stay whole.
+    const jitmm::hw::CpuInfo cpu = amx_planner_cpu();
+    for (X86Isa isa : {X86Isa::amx, X86Isa::avx512_vnni}) {
+        for (int64_t batch : {3, 4, 5}) {
+            jitmm::Problem p = planner_problem(2443, 469, 147, false, false, JITMM_DTYPE_S8, JITMM_DTYPE_S32);
+            p.batch = batch;
+            p.stride_a = p.m * p.k;
+            p.stride_b = p.k * p.n;
+            p.stride_c = p.m * p.n;
+            const auto plan = jitmm::plan::plan_x86_lowp(p, cpu, isa, 2);
+            INFO(plan.describe() << " batch " << batch);
+            REQUIRE(plan.threads == 2);
+            CHECK(plan.m_chunks * plan.n_chunks == (batch % 2 ? 2 : 1));
+        }
+    }
 }
 
 TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and threads for a large A",

@@ -1,5 +1,6 @@
 #include "plan/x86_dot_plan.hpp"
 
+#include "plan/x86_gemm_partition.hpp"
 #include "plan/x86_gemm_plan.hpp"
 #include "x86/transpose_a_rows.hpp"
 
@@ -320,11 +321,11 @@ X86DotPlan plan_x86_gemm_f32_dot(const Problem& p, const hw::CpuInfo& cpu, hw::X
     // (`threads`, above).
     plan.threads = threads;
     const int64_t n_tiles = ceil_div(p.n, L.nj);
-    plan.n_chunks = static_cast<int>(std::min<int64_t>(n_tiles, std::max<int64_t>(1, ceil_div(threads, p.batch))));
+    plan.n_chunks = static_cast<int>(std::min<int64_t>(n_tiles, balanced_chunks_per_batch(p.batch, threads)));
     // Many rows (few columns): the threads a batch's N chunks leave idle take row chunks (whole tiles) of it.
     if (p.m > 16)
         plan.m_chunks = static_cast<int>(std::min<int64_t>(
-            ceil_div(p.m, L.mr), std::max<int64_t>(1, ceil_div(threads, p.batch * plan.n_chunks))));
+            ceil_div(p.m, L.mr), ceil_div(balanced_chunks_per_batch(p.batch, threads), plan.n_chunks)));
 
     // Many rows over few columns with an A larger than L2 (all batches): A streams from memory while Bt's few rows
     // stay in cache. With the column tiles outer, A was read from memory for the first column tile with little

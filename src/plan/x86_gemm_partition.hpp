@@ -33,6 +33,12 @@ struct Partition {
     double cycles = 0;  // the estimate it won with (for tests and tuning)
 };
 
+// Chunks per batch for planners that split each batch evenly without a cost model: at least enough to give
+// every thread a task (threads / batch), and more where the batch x chunk tasks would leave threads idle in
+// the last round (3 batches over 2 threads: one thread runs two whole batches, the other one; cut in two, six
+// halves run three a thread). The fewest chunks whose rounds keep the threads busy 85% of the time.
+int64_t balanced_chunks_per_batch(int64_t batch, int threads);
+
 // Estimated cycles of the slowest of the tasks when each batch is cut into m_chunks x n_chunks, each task
 // packing its A rows itself (share_a false) or the tasks with the same rows sharing the packed tiles.
 double partition_cycles(const PartitionInput& in, int m_chunks, int n_chunks, bool share_a = false);

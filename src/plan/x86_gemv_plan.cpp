@@ -1,5 +1,7 @@
 #include "plan/x86_gemv_plan.hpp"
 
+#include "plan/x86_gemm_partition.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -104,7 +106,7 @@ X86GemvPlan plan_x86_gemm_f32_gemv(const Problem& p, const hw::CpuInfo& cpu, hw:
     // Each thread takes whole vectors of columns of each batch.
     plan.threads = gemv_threads(p, num_threads);
     plan.n_chunks = static_cast<int>(
-        std::min<int64_t>(ceil_div(p.n, 16), std::max<int64_t>(1, ceil_div(plan.threads, p.batch))));
+        std::min<int64_t>(ceil_div(p.n, 16), balanced_chunks_per_batch(p.batch, plan.threads)));
     return plan;
 }
 

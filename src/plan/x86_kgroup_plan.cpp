@@ -1,6 +1,7 @@
 #include "plan/x86_kgroup_plan.hpp"
 
 #include "plan/x86_dot_plan.hpp"
+#include "plan/x86_gemm_partition.hpp"
 #include "plan/x86_gemm_plan.hpp"
 
 #include <algorithm>
@@ -106,7 +107,7 @@ X86KGroupPlan plan_x86_gemm_f32_kgroup(const Problem& p, const hw::CpuInfo& cpu,
     const double work = std::max(p.flops() / 0.5e6, a_bytes / (256.0 * 1024));
     plan.threads = static_cast<int>(std::min<double>(std::max(1, num_threads), std::max(1.0, work)));
     plan.m_chunks = static_cast<int>(std::min<int64_t>(ceil_div(p.m, L.mr),
-                                                        std::max<int64_t>(1, ceil_div(plan.threads, p.batch))));
+                                                        balanced_chunks_per_batch(p.batch, plan.threads)));
     return plan;
 }
 

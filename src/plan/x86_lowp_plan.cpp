@@ -2,6 +2,7 @@
 
 #include "core/dtype.hpp"
 #include "plan/x86_dot_plan.hpp"
+#include "plan/x86_gemm_partition.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -592,7 +593,7 @@ X86LowpPlan plan_swapped(const Problem& p, LowpLayout L, int64_t l2, int num_thr
     threads = static_cast<int>(std::min<double>(
         threads, std::max({1.0, p.flops() / kSwappedFlopsPerThread, b_bytes / kStreamedBBytesPerThread})));
     plan.threads = threads;
-    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    const int64_t per_batch = balanced_chunks_per_batch(p.batch, threads);
     plan.m_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(32)), per_batch));
     plan.n_chunks = 1;
     return plan;
@@ -728,7 +729,7 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
         threads, std::max(1.0, (double(p.n) * double(p.k) * double(dtype_size(p.b_type)) + a_streamed) *
                                    double(p.batch) / kStreamedBBytesPerThread)));
     plan.threads = threads;
-    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    const int64_t per_batch = balanced_chunks_per_batch(p.batch, threads);
     plan.n_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(L.nv)), per_batch));
     plan.m_chunks = 1;
     return plan;
@@ -1010,7 +1011,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
         threads, std::max({1.0, p.flops() / per_thread, b_bytes / kBBytesPerThread, a_bytes / kABytesPerThread,
                            c_bytes / (256.0 * 1024), batch_threads})));
     plan.threads = threads;
-    const int64_t per_batch = std::max<int64_t>(1, ceil_div(threads, p.batch));
+    const int64_t per_batch = balanced_chunks_per_batch(p.batch, threads);
 
     int64_t kc_unit = 0;    // kc is a multiple of it
     int64_t kc_limit = 0;   // elements: the A tile (mr x kc) stays in L1 while the B panels stream past it
