@@ -998,7 +998,13 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // products, 0.53x oneDNN's 16 on the GPU machine's host): a thread per 256 KB of C as well.
     // AMX: 4 MFLOP is ~4 us of tile products, twice the pool's fan-out at 16 threads (256^3 bf16 ran 2
     // threads at 16 MFLOP each, 0.38x oneDNN's 16).
-    const double per_thread = amx ? 4.0e6 : 2.0e6;
+    // The vector steps: 2 MFLOP for vpdpbusd on a core of two zmm FMA ports (the Intel cores measured), fewer
+    // where the same flops take longer: a step of half vpdpbusd's products per instruction (vdpbf16ps, vpmaddwd,
+    // converted FMAs) or a core issuing one zmm FMA per cycle (Zen 4, 2 threads, median us, one thread -> two:
+    // bf16 100^3 10.1 -> 6.1, 80^3 4.7 -> 3.1, 32x256x64 5.2 -> 3.1; s8 100^3 5.5 -> 3.4).
+    const double step_rate = (L.step == LowpStep::vnni_u8s8 ? 1.0 : 0.5) *
+                             (L.isa >= hw::X86Isa::avx512 ? std::clamp(cpu.zmm_fma_per_cycle, 1, 2) / 2.0 : 1.0);
+    const double per_thread = amx ? 4.0e6 : 2.0e6 * step_rate;
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
     const double a_bytes = double(p.m) * double(p.k) * double(dtype_size(p.a_type)) * double(p.batch);
