@@ -3384,6 +3384,28 @@ TEST_CASE("x86 lowp planner: batches that the threads cannot share out evenly ar
     }
 }
 
+TEST_CASE("x86 lowp planner: a second thread from fewer flops on slower steps and short K", "[x86][lowp][plan]") {
+    // 2 MFLOP a thread for vpdpbusd on two zmm FMA ports; half for vdpbf16ps, half again on one port (Zen 4);
+    // a K under 32 counted as 32 (writing C is most of the work).
+    jitmm::hw::CpuInfo cpu;
+    cpu.l1d_bytes = 32 * 1024;
+    cpu.l2_bytes = 1024 * 1024;
+    auto threads = [&](int64_t m, int64_t n, int64_t k, jitmm_dtype in, jitmm_dtype out, int fmas) {
+        cpu.zmm_fma_per_cycle = fmas;
+        const auto plan = jitmm::plan::plan_x86_lowp(planner_problem(m, n, k, false, false, in, out), cpu,
+                                                     X86Isa::avx512_bf16, 2);
+        INFO(plan.describe());
+        return plan.threads;
+    };
+    CHECK(threads(100, 100, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 1) == 2);  // 2 MFLOP at 0.5 MFLOP a thread
+    CHECK(threads(100, 100, 100, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 2) == 2);  // 1 MFLOP a thread
+    CHECK(threads(100, 100, 100, JITMM_DTYPE_S8, JITMM_DTYPE_S32, 2) == 1);    // 2 MFLOP a thread
+    CHECK(threads(100, 100, 100, JITMM_DTYPE_S8, JITMM_DTYPE_S32, 1) == 2);
+    CHECK(threads(64, 64, 64, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 1) == 1);     // 0.5 MFLOP
+    CHECK(threads(3064, 18, 6, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 1) == 2);    // 0.66 MFLOP, counted as 3.5
+    CHECK(threads(3064, 18, 6, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 2) == 2);
+}
+
 TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and threads for a large A",
           "[x86][lowp][plan]") {
     const jitmm::hw::CpuInfo cpu = amx_planner_cpu();

@@ -54,6 +54,7 @@ constexpr double kStreamedBBytesPerThread = 256.0 * 1024;
 // 2304x2x768 TT s8 and 577x1x768 TT s8 ran one thread at 0.47x and 0.65x oneDNN's two).
 constexpr double kABytesPerThread = 128.0 * 1024;
 constexpr double kMinFlopsPerBatchThread = 1.0e6;
+constexpr int64_t kThreadWorkMinK = 32;  // (threads: a shorter K counted as this long)
 
 struct TileShape {
     int mr, nv;
@@ -1011,10 +1012,15 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // Batches too small to split go to the threads whole, where a thread only has to pay for its fan-out:
     // one per kMinFlopsPerBatchThread(Amx), at most one per batch (128x64x128 x 12, 25 MFLOP, had 1 thread).
     const double min_batch_flops = amx ? kMinFlopsPerBatchThreadAmx : kMinFlopsPerBatchThread;
-    const double batch_threads = p.batch > 1 ? std::min(double(p.batch), p.flops() / min_batch_flops) : 1.0;
+    // A short K costs per C value about what a K of kThreadWorkMinK does (the stores and the loops around the few
+    // k steps), which the flops undercount: 2 threads, median us, one thread -> two: bf16 3064x18x6 10.0 -> 5.5,
+    // 172x274x4 3.8 -> 3.3, 239x8x6 x28 9.2 -> 8.0; s8 2412x40x8 NT 8.7 -> 5.0, 20x427x9 x10 10.2 -> 7.6 (a K of 64
+    // mixed: 437x2x3 NT x34 1.57x, 70x310x3 0.92x).
+    const double work = 2.0 * double(p.m) * double(p.n) * double(p.batch) * double(std::max(p.k, kThreadWorkMinK));
+    const double batch_threads = p.batch > 1 ? std::min(double(p.batch), work / min_batch_flops) : 1.0;
     int threads = std::max(1, num_threads);
     threads = static_cast<int>(std::min<double>(
-        threads, std::max({1.0, p.flops() / per_thread, b_bytes / kBBytesPerThread, a_bytes / kABytesPerThread,
+        threads, std::max({1.0, work / per_thread, b_bytes / kBBytesPerThread, a_bytes / kABytesPerThread,
                            c_bytes / (256.0 * 1024), batch_threads})));
     plan.threads = threads;
     const int64_t per_batch = balanced_chunks_per_batch(p.batch, threads);
