@@ -1988,6 +1988,13 @@ TEST_CASE("x86 lowp: few columns computed as C transposed below AMX", "[x86][low
             CHECK(generator_of(e.e, d) == t.generator);
             d.n = t.max_columns + 1; d.ldc = d.n;
             CHECK(generator_of(e.e, d) != t.generator);
+            if (t.ab == JITMM_DTYPE_BF16) {
+                // bf16 over 5 or more columns keeps the tiles below a K of 64 (681x6x37 NT: 5.6 us as C^T, 4.0)
+                d.m = 681; d.n = 6; d.k = 37; d.lda = d.ldb = 37; d.ldc = 6;
+                CHECK(generator_of(e.e, d) != t.generator);
+                d.k = 64; d.lda = d.ldb = 64;
+                CHECK(generator_of(e.e, d) == t.generator);
+            }
             // A stored K x M (TN, TT): up to 24 columns, the A as stored packed as the swapped problem's B.
             for (int it = 0; it < 8; ++it) {
                 Case c;

@@ -1422,8 +1422,14 @@ void X86LowpPlan::append_key(KeyWriter& w) const {
 // tiles -> C^T: 404x3x1661 NT 225 -> 86, 320x2x2277 x59 15200 -> 5070, 20x4x699 NT x10 32 -> 6.5, 17x5x300 x8
 // 9.3 -> 4.5, 3000x4x64 27 -> 16, 64x7x4096 x2 129 -> 101, 681x6x37 NT 6.5 -> 5.7, 100x2x32 NT 0.56 -> 0.33).
 // Not 8 columns (1000x8x100 13.9 -> 14.9, 2000x8x700 NT 336 -> 372; 4096x8x4096 NT gained, 3510 -> 2880).
+// From 5 columns a K under kBf16CtMinKWide runs faster on the tiles (1 thread, Zen 4, median us of 2 alternated
+// rounds, C^T -> tiles: 681x6x37 NT 5.6 -> 4.0, 1752x7x36 21.8 -> 12.6, 3000x7x36 26.8 -> 16.4, 300x7x36 2.8 ->
+// 1.7; 4 columns even, 300x4x36 2.2 -> 1.8, 1752x4x36 10.0 -> 11.0; a K of 64 even at 7, 1752x7x64 21.1 -> 19.4,
+// 3000x7x64 26.2 -> 30.6).
 constexpr int64_t kBf16CtMaxColumns = 7;
 constexpr int64_t kBf16CtMinK = 32;
+constexpr int64_t kBf16CtWideMinColumns = 5;
+constexpr int64_t kBf16CtMinKWide = 64;
 
 // s8 x s8 the same way on VNNI (the swapped problem's B, A as stored, is s8 as vpdpbusd needs; its A, op(B)^T, is
 // shifted to u8 like any s8 A): 1 thread, Zen 4, median us of 2 alternated runs, tiles -> C^T: 70x3x1958 NT 15.0
@@ -1462,7 +1468,7 @@ bool lowp_serves_with_c_transposed(const Problem& p, hw::X86Isa isa, const hw::C
     if (!p.trans_a && c_bytes > double(l2) / 2 && p.k * dtype_size(p.a_type) < kCtShortKBytes) return false;
     const bool bf16 = isa >= hw::X86Isa::avx512_bf16 && p.a_type == JITMM_DTYPE_BF16 &&
                       p.b_type == JITMM_DTYPE_BF16 && p.c_type == JITMM_DTYPE_F32 && p.n <= (p.trans_a ? kCtTransposedAMaxColumns : kBf16CtMaxColumns) &&
-                      p.k >= kBf16CtMinK;
+                      p.k >= (p.n >= kBf16CtWideMinColumns && !p.trans_a ? kBf16CtMinKWide : kBf16CtMinK);
     const bool s8 = isa >= hw::X86Isa::avx512_vnni && p.a_type == JITMM_DTYPE_S8 && p.b_type == JITMM_DTYPE_S8 &&
                     (p.c_type == JITMM_DTYPE_S32 || p.c_type == JITMM_DTYPE_F32) && p.n <= (p.trans_a ? kCtTransposedAMaxColumns : kInt8CtMaxColumns) &&
                     p.k >= kInt8CtMinK && p.m >= kInt8CtMinRows;
