@@ -5,6 +5,7 @@
 #include "x86/gemm_amx_generator.hpp"
 #include "x86/gemm_amx_whole_generator.hpp"
 #include "x86/gemm_lowp_avx_generator.hpp"
+#include "x86/huge_scratch.hpp"
 #include "x86/pack_a_transposed.hpp"
 #include "x86/pack_lowp.hpp"
 
@@ -15,7 +16,6 @@
 
 #include <immintrin.h>
 
-#include <sys/mman.h>
 #include <vector>
 
 namespace jitmm::x86 {
@@ -54,47 +54,10 @@ bool share_off() {
 }
 
 // Per-thread scratch (Slot 0: B panels, 1: A panels, 2: column compensation, 3: accumulator strip), grown on
-// demand, kept for the thread's lifetime. Mapped in whole 2 MB huge pages where the kernel grants them
-// (MADV_HUGEPAGE; THP is often "madvise" only): the packed panels and the strip are streamed by 16-row tile
-// loads and stores that touch a page per row or two, and 4 KB pages cost a TLB miss per few rows.
-class Scratch {
-public:
-    ~Scratch() {
-        if (base_ != nullptr) munmap(base_, size_);
-    }
-    uint8_t* get(size_t bytes) {
-        bytes = std::max<size_t>(bytes, 1);  // always a valid pointer
-        if (bytes <= size_) return static_cast<uint8_t*>(base_);
-        if (base_ != nullptr) munmap(base_, size_);
-        // Small buffers (the column sums, a strip of a few tiles) keep ordinary pages.
-        const size_t kHuge = bytes >= (size_t(512) << 10) ? size_t(2) << 20 : size_t(4) << 10;
-        const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
-        // Over-map by one huge page, then trim to a 2 MB aligned range (THP needs aligned ranges).
-        void* raw = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (raw == MAP_FAILED) {
-            base_ = nullptr;
-            size_ = 0;
-            throw std::bad_alloc();
-        }
-        const auto start = reinterpret_cast<uintptr_t>(raw);
-        const uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
-        if (aligned > start) munmap(raw, aligned - start);
-        const uintptr_t end = start + size + kHuge;
-        if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
-        base_ = reinterpret_cast<void*>(aligned);
-        size_ = size;
-        if (kHuge > 4096) madvise(base_, size_, MADV_HUGEPAGE);
-        return static_cast<uint8_t*>(base_);
-    }
-
-private:
-    void* base_ = nullptr;
-    size_t size_ = 0;
-};
-
+// demand, kept for the thread's lifetime, in huge pages where they pay (huge_scratch.hpp).
 template <int Slot>
 uint8_t* scratch(size_t bytes) {
-    thread_local Scratch buffer;
+    thread_local HugeScratch buffer;
     return buffer.get(bytes);
 }
 

@@ -1,20 +1,17 @@
 #include "x86/shared_panels.hpp"
 
+#include "x86/huge_scratch.hpp"
+
 #include <memory>
 #include <thread>
-#include <vector>
 
 namespace jitmm::x86 {
 
 SharedPanels::SharedPanels(int64_t count, int64_t panel_floats) : panel_floats_(panel_floats) {
-    constexpr size_t kLineFloats = 16;
-    thread_local std::vector<float> floats;
+    thread_local HugeScratch floats;  // (page aligned, huge pages where they pay)
     thread_local std::unique_ptr<std::atomic<uint8_t>[]> states;
     thread_local size_t state_count = 0;
-    const size_t need = static_cast<size_t>(count * panel_floats) + kLineFloats;
-    if (floats.size() < need) floats.resize(need);
-    const uintptr_t address = reinterpret_cast<uintptr_t>(floats.data());
-    panels_ = floats.data() + ((64 - address % 64) % 64) / sizeof(float);
+    panels_ = reinterpret_cast<float*>(floats.get(static_cast<size_t>(count * panel_floats) * sizeof(float)));
     if (state_count < static_cast<size_t>(count)) {
         states = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(count));
         state_count = static_cast<size_t>(count);

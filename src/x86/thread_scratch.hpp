@@ -1,11 +1,12 @@
-// Per-thread scratch floats for the kernels' drivers: grown on demand, kept for the thread's lifetime (a run's
-// next call reuses it), and 64-byte aligned, so that rows of whole vectors start on cache lines (a large
-// std::vector's data sits 16 bytes past a page boundary, and a vector load across two lines costs two).
+// Per-thread scratch floats for the kernels' drivers: grown on demand (growing discards the contents), kept for
+// the thread's lifetime (a run's next call reuses it), page aligned and in huge pages where they pay
+// (huge_scratch.hpp), so that rows of whole vectors start on cache lines and an L2-sized block of packed panels
+// sits in the cache sets the same way in every process.
 #pragma once
 
+#include "x86/huge_scratch.hpp"
+
 #include <cstddef>
-#include <cstdint>
-#include <vector>
 
 namespace jitmm::x86 {
 
@@ -14,11 +15,8 @@ namespace jitmm::x86 {
 // holds two buffers at once, must not be handed the same memory twice.
 template <typename Owner, int Slot = 0>
 float* thread_scratch(size_t floats) {
-    constexpr size_t kLineFloats = 16;
-    thread_local std::vector<float> buffer;
-    if (buffer.size() < floats + kLineFloats) buffer.resize(floats + kLineFloats);
-    const auto address = reinterpret_cast<uintptr_t>(buffer.data());
-    return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
+    thread_local HugeScratch buffer;
+    return reinterpret_cast<float*>(buffer.get(floats * sizeof(float)));
 }
 
 }  // namespace jitmm::x86
