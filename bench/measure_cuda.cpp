@@ -139,7 +139,11 @@ public:
         upload(a_scales_.get(), problem.a_scales_buf.data(), problem.a_scales_buf.bytes(), "a_scales");
         upload(b_scales_.get(), problem.b_scales_buf.data(), problem.b_scales_buf.bytes(), "b_scales");
         cuda::check(drv.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        settle();
     }
+    // The uploads and C's poisoning run on the legacy stream, which the non-blocking stream the kernels run on
+    // does not wait for (a pageable cuMemcpyHtoD or a cuMemsetD8 may return before the device has done it).
+    void settle() const { cuda::check(drv_.cuCtxSynchronize(), "cuCtxSynchronize"); }
     ~DeviceInputs() { drv_.cuStreamDestroy(stream_); }
     DeviceInputs(const DeviceInputs&) = delete;
     DeviceInputs& operator=(const DeviceInputs&) = delete;
@@ -185,6 +189,7 @@ void tune_on_cuda(jitmm_engine* engine, HostProblem& problem, ShapeResult* r) {
         ContextScope context(drv, cuda_ordinal(r->device));
         const DeviceInputs inputs(drv, problem, 1);
         cuda::check(drv.cuMemcpyHtoD(inputs.c(), problem.c_buf.data(), problem.c_buf.bytes()), "cuMemcpyHtoD(C)");
+        inputs.settle();
         const jitmm_matmul_args args = inputs.args(0);
         size_t required = 0;
         jitmm_status st = jitmm_tune(engine, &r->desc, &args, nullptr, 0, &required);
@@ -220,6 +225,7 @@ void measure_on_cuda(const jitmm_kernel* kernel, const Options& options, HostPro
         // C as the check needs it: NaN everywhere when beta == 0 (it must not be read), else C0.
         if (d.beta == 0.0f) cuda::check(drv.cuMemsetD8(inputs.c(), 0xFF, problem.c_buf.bytes()), "cuMemsetD8");
         else cuda::check(drv.cuMemcpyHtoD(inputs.c(), c0.data(), c0.bytes()), "cuMemcpyHtoD(C)");
+        inputs.settle();
         if (options.check) {
             run(0);
             cuda::check(drv.cuStreamSynchronize(inputs.stream()), "cuStreamSynchronize");

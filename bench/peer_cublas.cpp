@@ -308,6 +308,8 @@ public:
             jitmm::cuda::check(drv.cuMemcpyHtoD(bias_, in.bias_buf.data(), in.bias_buf.bytes()), "upload bias");
         }
         jitmm::cuda::check(drv.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        // The uploads ran on the legacy stream, which the non-blocking one does not wait for.
+        jitmm::cuda::check(drv.cuCtxSynchronize(), "cuCtxSynchronize");
         workspace_size_ = size_t{32} << 20;
         workspace_ = alloc(workspace_size_, "cuMemAlloc(workspace)");
 
@@ -455,6 +457,8 @@ private:
     CUdeviceptr upload_floats(const std::vector<float>& values, const char* what) {
         const CUdeviceptr p = alloc(values.size() * sizeof(float), what);
         jitmm::cuda::check(drv_->cuMemcpyHtoD(p, values.data(), values.size() * sizeof(float)), what);
+        // (done before the non-blocking stream's work: a pageable copy may return before the device has it)
+        jitmm::cuda::check(drv_->cuCtxSynchronize(), "cuCtxSynchronize");
         return p;
     }
 

@@ -397,6 +397,10 @@ void run_and_check(const TestDevice& dev, jitmm_kernel* kernel, const Case& c, s
     if (c.beta != 0) REQUIRE(drv.cuMemcpyHtoD(dc.ptr() + off_c, ch.data(), ch.size()) == CUDA_SUCCESS);
     else REQUIRE(drv.cuMemsetD8(dc.ptr(), 0xFF, ch.size() + off_c) == CUDA_SUCCESS);
 
+    // The copies and the poisoning memset above run on the legacy stream, which a non-blocking stream does not
+    // wait for (cuMemsetD8 and pageable cuMemcpyHtoD may return before the device has done them): a kernel on
+    // its own stream then raced the memset, which overwrote parts of its C with the poison afterwards.
+    REQUIRE(drv.cuCtxSynchronize() == CUDA_SUCCESS);
     CUstream stream = nullptr;
     if (c.own_stream) REQUIRE(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
     jitmm_kernel_info info;
@@ -1381,6 +1385,7 @@ TEST_CASE("cuda: chained kernels on one stream see each other's results", "[cuda
         REQUIRE(drv->cuMemcpyHtoD(db.ptr(), b.data(), b.size() * 2) == CUDA_SUCCESS);
         REQUIRE(drv->cuMemcpyHtoD(dx.ptr(), x.data(), xbytes) == CUDA_SUCCESS);
         REQUIRE(drv->cuMemsetD8(dy.ptr(), 0xff, xbytes) == CUDA_SUCCESS);  // poison (NaN)
+        REQUIRE(drv->cuCtxSynchronize() == CUDA_SUCCESS);  // (the legacy stream's work, before a non-blocking one)
         CUstream stream = nullptr;
         REQUIRE(drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
         for (int64_t step = 0; step < kSteps; ++step) {
