@@ -128,8 +128,9 @@ Partition choose_partition(const PartitionInput& in) {
     best.cycles = partition_cycles(in, 1, 1);
     const int64_t per_batch = std::max<int64_t>(1, ceil_div(in.threads, in.batch));
     // Batches that do not share out evenly (3 over 2 threads: one thread runs two) may be cut as well, where the
-    // rounds make it a clear win (2 threads, median us, whole batches -> halves: 3290x333x37 x3 1704 -> 1231,
-    // 1055x29x38 NT x5 72 -> 60, 4x372x777 NT x5 211 -> 178; but 361x32x653 TN x25, priced 4% faster, 2672 ->
+    // rounds make it a clear win, 7% by the estimate (2 threads, median us, whole batches -> halves: 3290x333x37
+    // x3 1704 -> 1231, 1055x29x38 NT x5 72 -> 60, 4x372x777 NT x5 211 -> 178, 514x502x96 NT x5 1637 -> 1368,
+    // 49x3791x71 NT x9 2216 -> 2047; 551x14x357 x13 717 -> 738; but 361x32x653 TN x25, priced 4% faster, 2672 ->
     // 3575: two threads reading halves of A's rows of one batch cost more than priced).
     const bool even = (in.batch * per_batch) % std::max(1, in.threads) == 0;
     const int64_t chunks_max = even ? per_batch : std::max<int64_t>(per_batch, in.threads);
@@ -138,10 +139,10 @@ Partition choose_partition(const PartitionInput& in) {
             for (bool share_a : {false, true}) {
                 if (share_a && !in.a_shareable) continue;
                 const double cycles = partition_cycles(in, int(mc), int(nc), share_a);
-                // 1% better to count (10% for cutting batches that the threads could run whole): among near-equal
+                // 1% better to count (7% for cutting batches that the threads could run whole): among near-equal
                 // ones the first found wins (fewer M chunks, then more tasks: every thread streams), so rounding
                 // cannot flip the choice between near-identical ones.
-                const double margin = mc * nc > per_batch ? 0.9 : 0.99;
+                const double margin = mc * nc > per_batch ? 0.93 : 0.99;
                 if (cycles < best.cycles * margin) {
                     best.m_chunks = int(mc);
                     best.n_chunks = int(nc);
