@@ -3411,6 +3411,14 @@ TEST_CASE("x86 lowp planner: a second thread from fewer flops on slower steps an
     CHECK(threads(64, 64, 64, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 1) == 1);     // 0.5 MFLOP
     CHECK(threads(3064, 18, 6, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 1) == 2);    // 0.66 MFLOP, counted as 3.5
     CHECK(threads(3064, 18, 6, JITMM_DTYPE_BF16, JITMM_DTYPE_F32, 2) == 2);
+    // The dot products (few rows times B stored N x K) by their flops too, not only by B's bytes.
+    cpu.zmm_fma_per_cycle = 1;
+    const auto dot = jitmm::plan::plan_x86_lowp(planner_problem(8, 216, 668, false, true, JITMM_DTYPE_S8,
+                                                                JITMM_DTYPE_S32),
+                                                cpu, X86Isa::avx512_vnni, 2);
+    INFO(dot.describe());
+    CHECK(dot.layout.dot_nt);
+    CHECK(dot.threads == 2);  // 2.3 MFLOP, 144 KB of B
 }
 
 TEST_CASE("x86 lowp planner: short K, decode rows over unaligned B rows, and threads for a large A",

@@ -680,7 +680,18 @@ bool dot_fits(const Problem& p, LowpStep step, hw::X86Isa isa, const hw::CpuInfo
             (k_bytes >= kDotMinKBytesSmallB && p.m <= kDotMaxRowsSmallB));
 }
 
-X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
+// Flops a thread of a vector step needs to pay for its fan-out: 2 MFLOP for vpdpbusd on a core of two zmm FMA
+// ports (the Intel cores measured), fewer where the same flops take longer: a step of half vpdpbusd's products per
+// instruction (vdpbf16ps, vpmaddwd, converted FMAs) or a core issuing one zmm FMA per cycle (Zen 4, 2 threads,
+// median us, one thread -> two: bf16 100^3 10.1 -> 6.1, 80^3 4.7 -> 3.1, 32x256x64 5.2 -> 3.1; s8 100^3 5.5 ->
+// 3.4; the dot products: u8 16x578x425 NT 22.6 -> 11.8, s8 8x216x668 NT 6.7 -> 3.9, f16 6x468x481 NT 27.4 -> 15.2).
+double vector_flops_per_thread(const LowpLayout& L, const hw::CpuInfo& cpu) {
+    const double step_rate = (L.step == LowpStep::vnni_u8s8 ? 1.0 : 0.5) *
+                             (L.isa >= hw::X86Isa::avx512 ? std::clamp(cpu.zmm_fma_per_cycle, 1, 2) / 2.0 : 1.0);
+    return 2.0e6 * step_rate;
+}
+
+X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads, const hw::CpuInfo& cpu) {
     X86LowpPlan plan;
     L.dot_nt = true;
     L.dot_row_comp = L.compensate;  // s8 A (no zero point here): per row, not per column
@@ -727,9 +738,17 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads) {
     // swapped path, and of A's rows where they are read in place (many rows over few columns: 33x2x3487 f16 NT
     // x13 streams 3 MB of A against 181 KB of B, and ran on one thread of 16: 185 -> 252 us).
     const double a_streamed = L.dot_a_in_place ? double(p.m) * double(p.k) * double(dtype_size(p.a_type)) : 0.0;
+    // And a thread per vector_flops_per_thread, or per kMinFlopsPerBatchThread where batches go to the threads
+    // whole: B's bytes alone left small calls on one thread (2 threads, median us, one thread -> two: 3x420x86 NT
+    // x12 u8 14.9 -> 8.1, 12x130x787 NT x5 u8 32.9 -> 17.2, 8x213x558 NT x2 f16 35.5 -> 18.3, 12x172x589 NT u8 6.9
+    // -> 4.0).
+    const double flops_threads = std::max(p.flops() / vector_flops_per_thread(L, cpu),
+                                          p.batch > 1 ? std::min(double(p.batch), p.flops() / kMinFlopsPerBatchThread)
+                                                      : 1.0);
     threads = static_cast<int>(std::min<double>(
-        threads, std::max(1.0, (double(p.n) * double(p.k) * double(dtype_size(p.b_type)) + a_streamed) *
-                                   double(p.batch) / kStreamedBBytesPerThread)));
+        threads, std::max({1.0, flops_threads,
+                           (double(p.n) * double(p.k) * double(dtype_size(p.b_type)) + a_streamed) *
+                               double(p.batch) / kStreamedBBytesPerThread})));
     plan.threads = threads;
     const int64_t per_batch = balanced_chunks_per_batch(p.batch, threads);
     plan.n_chunks = static_cast<int>(std::min(ceil_div(p.n, int64_t(L.nv)), per_batch));
@@ -972,7 +991,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
                           dot_fits(p, LowpStep::vnni_u8s8, L.isa, cpu);
     if (bf16_dot_fits(p, L, num_threads, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024)) {
         L.step = LowpStep::dot_bf16;
-        return plan_dot(p, L, num_threads);
+        return plan_dot(p, L, num_threads, cpu);
     }
     const bool swap =
         swap_fits(p, L.step, num_threads, !int8_dot || swap_beats_dot(p, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1 << 20));
@@ -983,7 +1002,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     L.compensate = shifted || p.a_zero_point != 0;
     if (swap)
         return plan_swapped(p, L, cpu.l2_bytes > 0 ? cpu.l2_bytes : 1024 * 1024, num_threads);
-    if (dot_fits(p, L.step, L.isa, cpu) || f16_dot_fits(p, L)) return plan_dot(p, L, num_threads);
+    if (dot_fits(p, L.step, L.isa, cpu) || f16_dot_fits(p, L)) return plan_dot(p, L, num_threads, cpu);
 
     const int g = step_group(L.step);
     const int esz = step_elem_bytes(L.step);
@@ -1000,13 +1019,7 @@ X86LowpPlan plan_x86_lowp(const Problem& p, const hw::CpuInfo& cpu, hw::X86Isa i
     // products, 0.53x oneDNN's 16 on the GPU machine's host): a thread per 256 KB of C as well.
     // AMX: 4 MFLOP is ~4 us of tile products, twice the pool's fan-out at 16 threads (256^3 bf16 ran 2
     // threads at 16 MFLOP each, 0.38x oneDNN's 16).
-    // The vector steps: 2 MFLOP for vpdpbusd on a core of two zmm FMA ports (the Intel cores measured), fewer
-    // where the same flops take longer: a step of half vpdpbusd's products per instruction (vdpbf16ps, vpmaddwd,
-    // converted FMAs) or a core issuing one zmm FMA per cycle (Zen 4, 2 threads, median us, one thread -> two:
-    // bf16 100^3 10.1 -> 6.1, 80^3 4.7 -> 3.1, 32x256x64 5.2 -> 3.1; s8 100^3 5.5 -> 3.4).
-    const double step_rate = (L.step == LowpStep::vnni_u8s8 ? 1.0 : 0.5) *
-                             (L.isa >= hw::X86Isa::avx512 ? std::clamp(cpu.zmm_fma_per_cycle, 1, 2) / 2.0 : 1.0);
-    const double per_thread = amx ? 4.0e6 : 2.0e6 * step_rate;
+    const double per_thread = amx ? 4.0e6 : vector_flops_per_thread(L, cpu);
     const double b_bytes = double(p.k) * double(p.n) * double(dtype_size(p.b_type)) * double(p.batch);
     const double c_bytes = double(p.m) * double(p.n) * double(dtype_size(p.c_type)) * double(p.batch);
     const double a_bytes = double(p.m) * double(p.k) * double(dtype_size(p.a_type)) * double(p.batch);
