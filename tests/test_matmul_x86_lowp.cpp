@@ -827,6 +827,15 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
         jitmm_kernel_get_info(k, &info);
         CHECK(std::string(info.recipe).find("dotNT") != std::string::npos);
         jitmm_kernel_release(k);
+        // A long K over 6 or more rows: 2 x 8 tiles where the prefetchers take about 8 streams (the cases above
+        // with 7 and 16 rows and K past 1 KB ran them there), 4 x 4 elsewhere.
+        d.k = 2048;
+        REQUIRE(jitmm_kernel_create(e.e, &d, &k) == JITMM_STATUS_SUCCESS);
+        jitmm_kernel_get_info(k, &info);
+        INFO(info.recipe);
+        const bool two_by_eight = std::string(info.recipe).find("tile 2x8") != std::string::npos;
+        CHECK(two_by_eight == jitmm::hw::cpu_info().few_streams_from_memory);
+        jitmm_kernel_release(k);
     }
 }
 
