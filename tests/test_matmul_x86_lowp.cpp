@@ -839,6 +839,41 @@ TEST_CASE("x86 lowp VNNI: decode rows times B stored N x K as dot products (B re
     }
 }
 
+// The dot products on 2 x 8 tiles (2 rows by 8 rows of B: Zen 4's choice for int8 over 6+ rows and bf16/f16 over
+// 5-6 rows with a long K; forced here on any chip): row tails, K tails, A stored K x M, batches and 2 threads.
+TEST_CASE("x86 lowp: dot products on 2x8 tiles (forced) over row and K tails", "[x86][lowp]") {
+    if (jitmm::hw::cpu_info().best_isa < X86Isa::avx512_vnni) {
+        WARN_SKIPPED("no AVX512-VNNI on this CPU");
+        return;
+    }
+    const EnvGuard tile("JITMM_X86_LOWP_DOT_TILE", "2x8");
+    std::mt19937 rng(2808);
+    const jitmm_dtype types[][3] = {{JITMM_DTYPE_S8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                    {JITMM_DTYPE_U8, JITMM_DTYPE_S8, JITMM_DTYPE_S32},
+                                    {JITMM_DTYPE_BF16, JITMM_DTYPE_BF16, JITMM_DTYPE_F32},
+                                    {JITMM_DTYPE_F16, JITMM_DTYPE_F16, JITMM_DTYPE_F32}};
+    for (int threads : {1, 2}) {
+        EngineGuard e{make_engine("avx512_bf16", threads)};
+        int it = 0;
+        for (const auto& t : types) {
+            for (int64_t m : {5, 6, 7, 13}) {
+                Case c;
+                set_types(c, t);
+                c.m = m;
+                c.k = it % 2 ? 2100 : 1100 + it;
+                c.n = 300 + kOdd[it % 8];
+                c.tb = true;
+                c.ta = it % 3 == 1;
+                c.batch = it % 4 == 3 ? 2 : 1;
+                c.ldb_pad = it % 2;
+                INFO(describe(c));
+                check_case(e.e, c, rng);
+                ++it;
+            }
+        }
+    }
+}
+
 // Past decode rows (17-256, which a core of one zmm product a cycle takes by the cost model, forced here on any
 // chip): many row tiles and their tails, s8 and u8, NT and TT, dequantized and s32 C, 1 and 2 threads, exact.
 TEST_CASE("x86 lowp VNNI: dot products over up to 256 rows (forced), exactly", "[x86][lowp]") {

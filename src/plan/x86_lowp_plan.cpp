@@ -709,8 +709,12 @@ X86LowpPlan plan_dot(const Problem& p, LowpLayout L, int num_threads, const hw::
     // -> 294, 8x4096x4096 1541 -> 1457, 6x700x3000 218 -> 172, 16x11008x4096 5808 -> 5562, 6x1500x1200 250 ->
     // 223, 8x3000x1024 419 -> 399; 4 rows lose, each B row then streamed twice, 4x4096x4096 946 -> 1094, and so do
     // K of 512 or 768 bytes, 8x3000x512 216 -> 246, 16x3000x768 308 -> 427).
-    if (L.step == LowpStep::vnni_u8s8 && cpu.few_streams_from_memory && p.m >= kDotTwoByEightMinRows &&
-        p.k * dtype_size(p.b_type) >= kDotTwoByEightMinKBytes) {
+    // bf16 and f16 (vdpbf16ps, converted FMAs) gain at 5 and 6 rows only (bf16 6x2000x1500 NT 554 -> 459,
+    // 6x4096x4096 2560 -> 2361, 5x1024x2048 321 -> 281; f16 6x1024x2048 408 -> 368), 7 and more mixed (7x4096x4096
+    // 2571 -> 2783, 8x2000x1500 622 -> 513).
+    const bool two_by_eight_rows = L.step == LowpStep::vnni_u8s8 ? p.m >= kDotTwoByEightMinRows
+                                                                 : p.m >= 5 && p.m <= 6;
+    if (cpu.few_streams_from_memory && two_by_eight_rows && p.k * dtype_size(p.b_type) >= kDotTwoByEightMinKBytes) {
         L.mr = 2;
         L.nv = 8;
     }
