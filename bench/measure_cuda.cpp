@@ -139,10 +139,10 @@ public:
         upload(a_scales_.get(), problem.a_scales_buf.data(), problem.a_scales_buf.bytes(), "a_scales");
         upload(b_scales_.get(), problem.b_scales_buf.data(), problem.b_scales_buf.bytes(), "b_scales");
         cuda::check(drv.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-        settle();
     }
-    // The uploads and C's poisoning run on the legacy stream, which the non-blocking stream the kernels run on
-    // does not wait for (a pageable cuMemcpyHtoD or a cuMemsetD8 may return before the device has done it).
+    // The uploads and C's filling run on the legacy stream, which the non-blocking stream the kernels run on does
+    // not wait for (a pageable cuMemcpyHtoD or a cuMemsetD8 may return before the device has done it): each user
+    // calls this once its C is filled, before the first run.
     void settle() const { cuda::check(drv_.cuCtxSynchronize(), "cuCtxSynchronize"); }
     ~DeviceInputs() { drv_.cuStreamDestroy(stream_); }
     DeviceInputs(const DeviceInputs&) = delete;

@@ -308,8 +308,6 @@ public:
             jitmm::cuda::check(drv.cuMemcpyHtoD(bias_, in.bias_buf.data(), in.bias_buf.bytes()), "upload bias");
         }
         jitmm::cuda::check(drv.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-        // The uploads ran on the legacy stream, which the non-blocking one does not wait for.
-        jitmm::cuda::check(drv.cuCtxSynchronize(), "cuCtxSynchronize");
         workspace_size_ = size_t{32} << 20;
         workspace_ = alloc(workspace_size_, "cuMemAlloc(workspace)");
 
@@ -387,6 +385,9 @@ public:
         integer_ = integer;
 
         if (path_ == kPathKernel) prepare_pass(d, in, ordinal);
+        // Every upload above ran on the legacy stream, which the non-blocking stream the runs use does not wait
+        // for (a pageable cuMemcpyHtoD may return before the device has the data).
+        jitmm::cuda::check(drv.cuCtxSynchronize(), "cuCtxSynchronize");
     }
 
     void run(int64_t copy) override {
@@ -457,8 +458,6 @@ private:
     CUdeviceptr upload_floats(const std::vector<float>& values, const char* what) {
         const CUdeviceptr p = alloc(values.size() * sizeof(float), what);
         jitmm::cuda::check(drv_->cuMemcpyHtoD(p, values.data(), values.size() * sizeof(float)), what);
-        // (done before the non-blocking stream's work: a pageable copy may return before the device has it)
-        jitmm::cuda::check(drv_->cuCtxSynchronize(), "cuCtxSynchronize");
         return p;
     }
 

@@ -695,6 +695,16 @@ jitmm::Problem plain_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb) 
     return p;
 }
 
+// The same over `batch` tightly packed batches.
+jitmm::Problem batched_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t batch) {
+    jitmm::Problem p = plain_problem(m, n, k, ta, tb);
+    p.batch = batch;
+    p.stride_a = m * k;
+    p.stride_b = k * n;
+    p.stride_c = m * n;
+    return p;
+}
+
 // The number of K parts the planner picks for this shape and thread count, whichever family serves it.
 int planned_k_splits(int64_t m, int64_t n, int64_t k, bool ta, bool tb, jitmm::hw::X86Isa isa, int threads) {
     const jitmm::Problem p = plain_problem(m, n, k, ta, tb);
@@ -2259,12 +2269,8 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
     for (int threads = 2; threads <= 16; ++threads) {
         for (const auto& s : shapes) {
             for (int64_t batch : {1, 3}) {
-                jitmm::Problem p = plain_problem(s[0], s[1], s[2], false, false);
-                p.batch = batch;
-                p.stride_a = p.m * p.k;
-                p.stride_b = p.k * p.n;
-                p.stride_c = p.m * p.n;
-                const auto plan = jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, threads);
+                const auto plan = jitmm::plan::plan_x86_gemm_f32(
+                    batched_problem(s[0], s[1], s[2], false, false, batch), cpu, isa, threads);
                 INFO(plan.describe() << " batch " << batch);
                 // At most a thread's share of the batches' tasks; more chunks than that only where the batches'
                 // tasks then keep the threads busier in their rounds (3 batches over 16 threads: 6 chunks each
@@ -2284,20 +2290,11 @@ TEST_CASE("x86 f32 planner: M x N partition", "[x86][plan][partition]") {
     // 3290x333x37 x3: one thread ran two whole batches, 1704 us; halves 1231), not where one batch in 25 is left
     // over (361x32x653 TN x25: halves of A's rows of a batch read by two threads, 2672 -> 3575 us).
     {
-        jitmm::Problem p = plain_problem(3290, 333, 37, false, false);
-        p.batch = 3;
-        p.stride_a = p.m * p.k;
-        p.stride_b = p.k * p.n;
-        p.stride_c = p.m * p.n;
-        const auto cut = jitmm::plan::plan_x86_gemm_f32(p, cpu, isa, 2);
+        const auto cut = jitmm::plan::plan_x86_gemm_f32(batched_problem(3290, 333, 37, false, false, 3), cpu, isa, 2);
         INFO(cut.describe());
         CHECK(cut.m_chunks * cut.n_chunks == 2);
-        jitmm::Problem q = plain_problem(361, 32, 653, true, false);
-        q.batch = 25;
-        q.stride_a = q.m * q.k;
-        q.stride_b = q.k * q.n;
-        q.stride_c = q.m * q.n;
-        const auto whole = jitmm::plan::plan_x86_gemm_f32(q, cpu, isa, 2);
+        const auto whole =
+            jitmm::plan::plan_x86_gemm_f32(batched_problem(361, 32, 653, true, false, 25), cpu, isa, 2);
         INFO(whole.describe());
         CHECK(whole.m_chunks * whole.n_chunks == 1);
     }

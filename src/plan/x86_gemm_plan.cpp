@@ -688,9 +688,8 @@ X86GemmPlan plan_x86_gemm_f32(const Problem& p, const hw::CpuInfo& cpu, hw::X86I
         L.b_source_ldb = p.ldb;
         // (4 steps ahead where rows alias freely: 128x4096x4096 on Zen 4 measured 0, 1, 4, 16 and 32 within 4%,
         // 4 and 16 fastest.)
-        L.b_pack_prefetch_k = cpu.few_streams_from_memory
-                                  ? std::max(kMinFusedPackPrefetchSteps, fused_pack_prefetch_steps(p.ldb * 4))
-                                  : fused_pack_prefetch_steps(p.ldb * 4);
+        const int steps = fused_pack_prefetch_steps(p.ldb * 4);
+        L.b_pack_prefetch_k = cpu.few_streams_from_memory ? std::max(kMinFusedPackPrefetchSteps, steps) : steps;
         if (const char* v = std::getenv("JITMM_X86_FUSED_PF")) L.b_pack_prefetch_k = std::max(0, std::atoi(v));
     }
     // A read in place as stored, by row tiles over at most two column panels (the driver's next call soon runs
