@@ -67,8 +67,10 @@ void reset_c(const HostProblem& problem, const jitmm_matmul_desc& d, const HostB
         fill_poison(problem.c.type, problem.c_buf.data(), problem.c.elements);
 }
 
-CheckResult check_output(const jitmm_matmul_desc& d, const HostProblem& problem, const HostBuffer& c0) {
-    const CheckInputs in{&d,
+// (On a device, f32 inputs are multiplied as tf32 by jitmm's kernels and by cuBLASLt's f32 path alike.)
+CheckResult check_output(const jitmm_matmul_desc& d, const HostProblem& problem, const HostBuffer& c0,
+                         const std::string& device) {
+    CheckInputs in{&d,
                          problem.a_ptr(0),
                          problem.b_ptr(0),
                          c0.data(),
@@ -76,6 +78,7 @@ CheckResult check_output(const jitmm_matmul_desc& d, const HostProblem& problem,
                          problem.bias_buf.data(),
                          problem.a_scales(),
                          problem.b_scales()};
+    in.tf32 = !is_host_device(device);
     return check_against_reference(in);
 }
 
@@ -121,7 +124,7 @@ PeerResult measure_peer(const std::string& name, PeerSet* peers, const PeerShape
                 peer->run(0);
                 peer->finish();
                 peer->fetch_result();
-                pp.check = check_output(d, problem, c0);
+                pp.check = check_output(d, problem, c0, shape.device);
                 pp.checked = true;
             }
             Timing t;
@@ -236,7 +239,7 @@ void run_shape(jitmm_engine* engine, const Options& options, int threads, PeerSe
     shape.threads = threads;
     if (!is_host_device(r->device)) {
         // jitmm on device buffers with CUDA events; device peers (cuBLASLt) time themselves on the same inputs.
-        measure_on_cuda(handle.kernel, options, problem, c0, [&] { return check_output(d, problem, c0); }, r);
+        measure_on_cuda(handle.kernel, options, problem, c0, [&] { return check_output(d, problem, c0, r->device); }, r);
         if (!r->error.empty()) return;
         for (const std::string& name : options.peers)
             r->peers.push_back(measure_peer(name, peers, shape, options, c0, r->median_us * 1e-6));
@@ -251,7 +254,7 @@ void run_shape(jitmm_engine* engine, const Options& options, int threads, PeerSe
             r->error = "run: " + status_message(st);
             return;
         }
-        r->check = check_output(d, problem, c0);
+        r->check = check_output(d, problem, c0, r->device);
         r->checked = true;
     }
 

@@ -78,6 +78,7 @@ struct CheckInputs {
     const void* bias;  // nullptr without a bias epilogue
     const float* a_scales = nullptr;  // host copies of the scales desc->a_scale_mode / b_scale_mode ask for
     const float* b_scales = nullptr;
+    bool tf32 = false;  // f32 inputs multiplied as tf32 (the CUDA kernels and cuBLASLt's f32 path)
 };
 
 struct CheckResult {
@@ -85,8 +86,8 @@ struct CheckResult {
     bool ok = false;
 };
 
-// Relative Frobenius bound for desc (DESIGN.md "Numerics").
-double error_bound(const jitmm_matmul_desc& d);
+// Relative Frobenius bound for desc (DESIGN.md "Numerics"); tf32: f32 inputs multiplied as tf32.
+double error_bound(const jitmm_matmul_desc& d, bool tf32 = false);
 // Compares batch 0 and the last batch (a wrong batch stride shows there) with the float64 reference, on
 // all hardware threads.
 CheckResult check_against_reference(const CheckInputs& in);
